@@ -1,0 +1,280 @@
+"""The `ifsynth` command: a thin shell over the runner and the warehouse.
+
+Inspection commands read the warehouse directly; only `run` and `demo` import the runner (and Prefect).
+Any IfsynthError becomes one line on stderr and a non-zero exit code.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from datetime import datetime
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from ifsynth.schemas.errors import IfsynthError
+from ifsynth.warehouse import audit as audit_queries
+from ifsynth.warehouse.export import FORMATS, release_for
+from ifsynth.warehouse.export import export as export_release
+from ifsynth.warehouse.store import Warehouse
+
+DEFAULT_WAREHOUSE = "warehouse/ifsynth.duckdb"
+
+app = typer.Typer(
+    help="Synthesize instruction-following retrieval datasets with LLMs, auditable end to end.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+out = Console()
+err = Console(stderr=True)
+
+JsonFlag = Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")]
+RunArg = Annotated[str | None, typer.Argument(help="Run id or name; the newest run by default.")]
+
+
+@app.callback()
+def main_options(
+    ctx: typer.Context,
+    warehouse: Annotated[
+        str, typer.Option("--warehouse", envvar="IFSYNTH_WAREHOUSE", help="The DuckDB warehouse file.")
+    ] = DEFAULT_WAREHOUSE,
+) -> None:
+    ctx.obj = warehouse
+
+
+def _open(ctx: typer.Context, *, read_only: bool = True) -> Warehouse:
+    return Warehouse(ctx.obj, read_only=read_only)
+
+
+def _json(value: Any) -> None:
+    print(json.dumps(value, indent=2, ensure_ascii=False, default=_jsonable))
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, datetime):
+        return value.isoformat(timespec="seconds")
+    if isinstance(value, tuple):
+        return list(value)
+    if hasattr(value, "model_dump"):
+        return value.model_dump(mode="json")
+    return str(value)
+
+
+@app.command()
+def run(
+    ctx: typer.Context,
+    recipe: Annotated[str, typer.Argument(help="Recipe to run: instructir.")],
+    seeds: Annotated[str | None, typer.Option(help="demo, beir:DIR or irds:ID.")] = None,
+    limit: Annotated[int | None, typer.Option(help="Use at most this many seed queries.")] = None,
+    base_url: Annotated[str | None, typer.Option(help="OpenAI-compatible endpoint (vLLM, Ollama, ...).")] = None,
+    model: Annotated[str | None, typer.Option(help="Model of the generation stages.")] = None,
+    judge_model: Annotated[str | None, typer.Option(help="Model of the judge stages.")] = None,
+    structured_output: Annotated[
+        str | None, typer.Option(help="json_schema (OpenAI, vLLM), json_object (llama.cpp) or none.")
+    ] = None,
+    concurrency: Annotated[int | None, typer.Option(help="Requests in flight at most.")] = None,
+    prompts_dir: Annotated[str | None, typer.Option(help="Templates that overlay the built-in ones.")] = None,
+    config: Annotated[str | None, typer.Option("--config", help="TOML or YAML file of settings.")] = None,
+    set_: Annotated[list[str] | None, typer.Option("--set", help="KEY=VALUE, repeatable.")] = None,
+    name: Annotated[str | None, typer.Option(help="A name for the run and its release.")] = None,
+    as_json: JsonFlag = False,
+) -> None:
+    """Run a recipe; an unfinished run with the same settings is continued, from the cache."""
+    from ifsynth.flows.resolve import resolve
+
+    settings = resolve(
+        recipe,
+        seeds=seeds,
+        config_file=config,
+        sets=set_,
+        limit=limit,
+        base_url=base_url,
+        model=model,
+        judge_model=judge_model,
+        structured_output=structured_output,
+        concurrency=concurrency,
+        prompts_dir=prompts_dir,
+        name=name,
+    )
+    _run_and_report(ctx, settings, as_json=as_json)
+
+
+def _run_and_report(ctx: typer.Context, settings: Any, *, as_json: bool) -> str:
+    from ifsynth.flows.progress import RichProgress
+    from ifsynth.flows.runner import execute
+
+    with RichProgress(err) as progress:
+        started = execute(settings, ctx.obj, progress)
+    with _open(ctx) as warehouse:
+        report = audit_queries.funnel(warehouse, started.run_id)
+    if as_json:
+        _json(report)
+    else:
+        verb = "continued" if started.resumed else "ran"
+        out.print(f"[bold]{verb} run {started.run_id}[/bold] ({settings.recipe}, seeds {settings.seeds})")
+        _print_funnel(report)
+    return started.run_id
+
+
+@app.command()
+def demo(
+    ctx: typer.Context,
+    out_dir: Annotated[Path, typer.Option("--out", help="Where the BEIR export goes.")] = Path("exports/demo"),
+) -> None:
+    """The offline demo: the built-in seeds, the embedded local model, a small sizing; then a BEIR export."""
+    from ifsynth.flows.demo import DEMO_SETTINGS, demo_config
+
+    settings = demo_config()
+    out.print("[bold]ifsynth demo[/bold]: built-in seeds, embedded local model (SmolLM2-135M), no key, no network")
+    for key, value in DEMO_SETTINGS.items():
+        out.print(f"  {key} = {value}")
+    out.print("  (a 135M model writes weak text: this shows the pipeline working, not benchmark-quality data)")
+    run_id = _run_and_report(ctx, settings, as_json=False)
+    with _open(ctx) as warehouse:
+        written = export_release(warehouse, release_for(warehouse, run_id), "beir", out_dir)
+    out.print(f"export: {len(written)} files written to [bold]{out_dir.resolve()}[/bold] (BEIR layout)")
+
+
+@app.command()
+def runs(ctx: typer.Context, as_json: JsonFlag = False) -> None:
+    """List the runs in the warehouse."""
+    with _open(ctx) as warehouse:
+        rows = audit_queries.runs(warehouse)
+    if as_json:
+        _json(rows)
+        return
+    table = Table("run", "name", "recipe", "status", "started", "accepted")
+    for r in rows:
+        name = "" if r["name"] == r["run_id"] else r["name"]
+        table.add_row(
+            r["run_id"], name, r["recipe"], r["status"], f"{r['started_at']:%Y-%m-%d %H:%M}", str(r["accepted"])
+        )
+    out.print(table)
+
+
+@app.command()
+def funnel(ctx: typer.Context, run_ref: RunArg = None, as_json: JsonFlag = False) -> None:
+    """How many items each stage took in, kept, rejected, failed to parse or lost."""
+    with _open(ctx) as warehouse:
+        report = audit_queries.funnel(warehouse, run_ref)
+    if as_json:
+        _json(report)
+    else:
+        out.print(f"run {report['run']} ({report['recipe']}, {report['status']})")
+        _print_funnel(report)
+
+
+def _print_funnel(report: dict[str, Any]) -> None:
+    table = Table("stage", "in", "out", "rejected", "parse error", "failed", "cached", "sent")
+    for s in report["stages"]:
+        table.add_row(
+            s["stage"], *(str(s[k]) for k in ("in", "out", "rejected", "parse_error", "failed", "cached", "sent"))
+        )
+    out.print(table)
+    calls = report["llm_calls"]
+    out.print(
+        f"accepted {report['accepted']}; LLM calls: {calls['sent']} sent, {calls['cached']} from cache, "
+        f"{calls['failed']} failed attempts; "
+        f"tokens {report['tokens']['prompt']} in / {report['tokens']['completion']} out"
+    )
+
+
+@app.command()
+def audit(
+    ctx: typer.Context,
+    run_ref: RunArg = None,
+    stage: Annotated[str | None, typer.Option(help="Only items decided (or made) by this stage.")] = None,
+    status: Annotated[
+        str | None, typer.Option(help="ok, rejected, parse_error, failed or accepted; default: all not kept.")
+    ] = None,
+    limit: Annotated[int, typer.Option(help="At most this many rows; 0 for all.")] = 50,
+    as_json: JsonFlag = False,
+) -> None:
+    """Items and the verdict that decided each; by default every item that did not make it."""
+    with _open(ctx) as warehouse:
+        rows = audit_queries.audit(warehouse, run_ref, stage=stage, status=status, limit=limit or None)
+    if as_json:
+        _json(rows)
+        return
+    table = Table("item", "status", "decided by", "judge", "score", "reason", overflow="fold")
+    for r in rows:
+        score = "" if r["score"] is None else f"{r['score']:g}"
+        table.add_row(
+            r["item_id"], r["status"], r["decided_by"] or r["made_by"], r["judge"] or "", score, r["reason"] or ""
+        )
+    out.print(table)
+
+
+@app.command()
+def show(
+    ctx: typer.Context,
+    item: Annotated[str, typer.Argument(help="An item id, as `audit` lists them.")],
+    run_ref: Annotated[
+        str | None, typer.Option("--run", help="Run id or name; default: the newest run with it.")
+    ] = None,
+    as_json: JsonFlag = False,
+) -> None:
+    """An item, its lineage, its verdicts and every LLM call behind them."""
+    with _open(ctx) as warehouse:
+        report = audit_queries.show(warehouse, item, run_ref)
+    if as_json:
+        _json(report)
+        return
+    record = report["item"]
+    out.print(f"[bold]{record['item_id']}[/bold] {record['kind']} in run {report['run']}: {record['status']}")
+    out.print_json(json.dumps(record["payload"], ensure_ascii=False))
+    for parent in report["parents"]:
+        out.print(f"  from {parent['item_id']} ({parent['kind']}, {parent['status']})")
+    for v in report["verdicts"]:
+        score = "" if v["score"] is None else f" score {v['score']:g}"
+        out.print(f"  verdict {v['stage']} ({v['judge']}): {v['decision']}{score} - {v['reason']}")
+    for call in report["llm_calls"]:
+        if call.get("missing"):
+            out.print(f"  call {call['key'][:16]}: not in the warehouse")
+            continue
+        out.print(f"  call {call['key'][:16]} {call['template']} @{call['template_hash']} {call['model']}")
+        out.print(f"    answer: {(call['response'] or '')[:300]}")
+
+
+@app.command()
+def export(
+    ctx: typer.Context,
+    run_ref: RunArg = None,
+    fmt: Annotated[str, typer.Option("--format", help="beir, mteb, jsonl or parquet.")] = "beir",
+    out_dir: Annotated[Path, typer.Option("--out", help="Directory to write.")] = Path("exports"),
+) -> None:
+    """Write a run's release in a standard layout, with its dataset card."""
+    if fmt not in FORMATS:
+        raise typer.BadParameter(f"--format must be one of {', '.join(FORMATS)}")
+    with _open(ctx) as warehouse:
+        release = release_for(warehouse, run_ref)
+        written = export_release(warehouse, release, fmt, out_dir)  # type: ignore[arg-type]
+    out.print(f"release {release}: {len(written)} files written to {out_dir.resolve()} ({fmt})")
+
+
+def main() -> None:
+    try:
+        app()
+    except IfsynthError as exc:
+        err.print(f"error: {exc}", markup=False, highlight=False, soft_wrap=True)
+        sys.exit(exc.exit_code)
+    except KeyboardInterrupt:
+        err.print("interrupted; run the same command again to continue from where it stopped")
+        sys.exit(130)
+    except Exception as exc:
+        if os.environ.get("IFSYNTH_DEBUG"):
+            raise
+        message = " ".join(str(exc).split())[:300]
+        err.print(
+            f"error: unexpected {type(exc).__name__}: {message} (IFSYNTH_DEBUG=1 shows the traceback)",
+            markup=False,
+            highlight=False,
+            soft_wrap=True,
+        )
+        sys.exit(1)

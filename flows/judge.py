@@ -1,0 +1,115 @@
+"""LLM judges: a rubric score against the query, and a pick among sibling candidates.
+
+Both write one verdict per input with the judge's explanation as the reason; an input that does not pass
+takes the status ``rejected`` and leaves the pipeline.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Iterator
+
+from ifsynth.flows.context import RunContext
+from ifsynth.flows.llm import Ask, Reply
+from ifsynth.flows.stage import Outcome, StageWriter, llm_stage
+from ifsynth.schemas.answers import CandidatePick, RelevanceJudgement, candidate_pick
+from ifsynth.schemas.records import ItemRecord, StageCounts
+from ifsynth.warehouse.keys import sha256
+
+
+def judge_relevance(
+    ctx: RunContext, order: int, *, stage: str, source: str, min_score: int, max_tokens: int
+) -> StageCounts:
+    """Score each item's passage against the original query (1-5); keep it at ``min_score`` or above."""
+
+    def build(item: ItemRecord) -> list[Ask]:
+        payload = item.payload or {}
+        prompt = ctx.prompts.render(ctx.template(stage), query=payload["query"], passage=payload["passage"])
+        return [Ask(prompt, RelevanceJudgement, "judge", ctx.params.judge_temperature, max_tokens)]
+
+    def handle(writer: StageWriter, item: ItemRecord, replies: list[Reply]) -> Outcome:
+        (reply,) = replies
+        if reply.status != "ok" or not isinstance(reply.value, RelevanceJudgement):
+            return writer.failed(item.item_id, reply)
+        decision = "pass" if reply.value.score >= min_score else "reject"
+        verdict = writer.verdict(
+            item.item_id,
+            decision,
+            judge="llm",
+            reason=reply.value.explanation,
+            score=reply.value.score,
+            threshold=min_score,
+            call_key=reply.keys[-1],
+        )
+        return Outcome(decision, verdicts=[verdict], n_out=int(decision == "pass"))
+
+    return llm_stage(
+        ctx,
+        stage,
+        order,
+        total=ctx.warehouse.count_items(ctx.run_id, source),
+        pages=ctx.warehouse.items(ctx.run_id, source),
+        input_id=lambda item: item.item_id,
+        build=build,
+        handle=handle,
+    )
+
+
+Entry = tuple[ItemRecord, list[ItemRecord]]
+
+
+def judge_pick(ctx: RunContext, order: int, *, stage: str, source: str, max_tokens: int) -> StageCounts:
+    """Show the instruction with every sibling passage of its group; keep it when the judge names its own."""
+
+    def pages() -> Iterator[list[Entry]]:
+        for page in ctx.warehouse.items(ctx.run_id, source, status=None):
+            groups: dict[str, list[ItemRecord]] = {}
+            for item in page:
+                if item.status in ("ok", "rejected"):  # a sibling rejected earlier still serves as a distractor
+                    groups.setdefault(item.group_id, []).append(item)
+            yield [(item, siblings) for siblings in groups.values() for item in siblings if item.status == "ok"]
+
+    def candidates(entry: Entry) -> list[ItemRecord]:
+        item, siblings = entry
+        shuffled = sorted(siblings, key=lambda sibling: sibling.item_id)
+        random.Random(sha256(f"{ctx.params.seed}:{item.item_id}")).shuffle(shuffled)
+        return shuffled
+
+    def build(entry: Entry) -> list[Ask]:
+        item, _ = entry
+        listed = candidates(entry)
+        labels = tuple(str(number) for number in range(1, len(listed) + 1))
+        payload = item.payload or {}
+        prompt = ctx.prompts.render(
+            ctx.template(stage),
+            query=payload["query"],
+            instruction=payload["instruction"],
+            candidates=[
+                {"label": label, "text": c.payload["passage"]} for label, c in zip(labels, listed, strict=True)
+            ],
+        )
+        return [Ask(prompt, candidate_pick(labels), "judge", ctx.params.judge_temperature, max_tokens)]
+
+    def handle(writer: StageWriter, entry: Entry, replies: list[Reply]) -> Outcome:
+        item, _ = entry
+        (reply,) = replies
+        if reply.status != "ok" or not isinstance(reply.value, CandidatePick):
+            return writer.failed(item.item_id, reply)
+        listed = candidates(entry)
+        gold = str(listed.index(item) + 1)
+        picked = listed[int(reply.value.best) - 1]
+        decision = "pass" if reply.value.best == gold else "reject"
+        reason = f"picked [{reply.value.best}] {picked.item_id} (gold [{gold}]): {reply.value.explanation}"
+        verdict = writer.verdict(item.item_id, decision, judge="llm", reason=reason, call_key=reply.keys[-1])
+        return Outcome(decision, verdicts=[verdict], n_out=int(decision == "pass"))
+
+    return llm_stage(
+        ctx,
+        stage,
+        order,
+        total=ctx.warehouse.count_items(ctx.run_id, source),
+        pages=pages(),
+        input_id=lambda entry: entry[0].item_id,
+        build=build,
+        handle=handle,
+    )

@@ -1,0 +1,366 @@
+"""The LLM gateway: the one place that owns the openai clients and decides retries.
+
+Every stage hands it ``Ask``s and gets ``Reply``s back. On the way it looks up the warehouse cache, bounds
+concurrency per endpoint, retries transient failures (429, 5xx, timeouts, connection errors; honouring
+Retry-After), records every attempt in ``llm_calls``, validates the answer against its pydantic model and
+re-asks a bounded number of times when it does not parse.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import email.utils
+import json
+import os
+import re
+import time
+import uuid
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+from urllib.parse import urlsplit, urlunsplit
+
+import httpx2
+import openai
+from pydantic import ValidationError
+from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt, wait_exponential_jitter
+
+from ifsynth.flows.limits import AdaptiveLimit
+from ifsynth.flows.local_model import LOCAL_BASE_URL, LocalModelTransport
+from ifsynth.prompts.registry import Rendered
+from ifsynth.schemas.answers import Answer, strict_schema
+from ifsynth.schemas.config import Endpoint, Role, RunConfig
+from ifsynth.schemas.records import CallRecord
+from ifsynth.warehouse.keys import cache_key
+from ifsynth.warehouse.store import Warehouse
+
+MAX_REASKS = 2
+MAX_RETRY_AFTER = 120.0
+RETRY_STATUSES = {408, 409, 429}
+
+
+@dataclass(frozen=True)
+class Ask:
+    """One structured question a stage wants answered."""
+
+    prompt: Rendered
+    schema: type[Answer]
+    role: Role
+    temperature: float
+    max_tokens: int
+    sample_index: int = 0
+
+
+@dataclass
+class Reply:
+    status: Literal["ok", "parse_error", "failed"]
+    value: Answer | None = None
+    keys: list[str] = field(default_factory=list)
+    error: str | None = None
+    raw: str | None = None
+    cached: int = 0
+    sent: int = 0
+
+
+def public_url(url: str) -> str:
+    """The base URL as stored and keyed: without credentials, without a trailing slash."""
+    parts = urlsplit(url)
+    netloc = parts.hostname or ""
+    if parts.port:
+        netloc = f"{netloc}:{parts.port}"
+    return urlunsplit((parts.scheme, netloc, parts.path.rstrip("/"), parts.query, ""))
+
+
+def is_transient(exc: BaseException) -> bool:
+    """The single retry decision: connection trouble, timeouts, 408/409/429 and 5xx; never other 4xx."""
+    if isinstance(exc, openai.APIConnectionError):  # includes APITimeoutError
+        return True
+    if isinstance(exc, openai.APIStatusError):
+        return exc.status_code in RETRY_STATUSES or exc.status_code >= 500
+    return False
+
+
+def retry_after(exc: BaseException | None) -> float | None:
+    """Seconds the server asked us to wait, from ``retry-after-ms`` or ``Retry-After`` (seconds or a date)."""
+    response = getattr(exc, "response", None)
+    if response is None:
+        return None
+    headers = response.headers
+    if (ms := headers.get("retry-after-ms")) is not None:
+        try:
+            return float(ms) / 1000
+        except ValueError:
+            pass
+    value = headers.get("retry-after")
+    if value is None:
+        return None
+    try:
+        return float(value)
+    except ValueError:
+        parsed = email.utils.parsedate_to_datetime(value)
+        return max(0.0, parsed.timestamp() - time.time()) if parsed else None
+
+
+class _Wait:
+    """Exponential backoff with jitter, unless the server said how long to wait."""
+
+    def __init__(self) -> None:
+        self._backoff = wait_exponential_jitter(max=20, jitter=1)
+
+    def __call__(self, state: Any) -> float:
+        asked = retry_after(state.outcome.exception() if state.outcome else None)
+        if asked is not None:
+            return min(asked, MAX_RETRY_AFTER)
+        return self._backoff(state)
+
+
+_FENCE = re.compile(r"```(?:json)?\s*(\{.*?\})\s*```", re.DOTALL)
+
+
+def parse_answer(text: str | None, schema: type[Answer]) -> Answer:
+    """Validate an answer; tolerate prose or code fences around the JSON object (style ``none``)."""
+    if not text or not text.strip():
+        raise ValueError("empty answer")
+    text = text.strip()
+    candidates = [text]
+    candidates += [match.group(1) for match in _FENCE.finditer(text)]
+    if "{" in text and "}" in text:
+        candidates.append(text[text.index("{") : text.rindex("}") + 1])
+    errors: list[ValidationError] = []
+    for candidate in candidates:
+        try:
+            return schema.model_validate_json(candidate)
+        except ValidationError as exc:
+            errors.append(exc)
+    # Report the most telling failure: a schema mismatch beats "invalid JSON" from a prose candidate.
+    details = min((exc.errors()[0] for exc in errors), key=lambda e: e["type"] == "json_invalid")
+    where = ".".join(str(part) for part in details.get("loc", ()))
+    raise ValueError(f"{details['msg']}{f' at `{where}`' if where else ''}")
+
+
+class Route:
+    """An endpoint with its client and its concurrency bound, shared by the roles that use it."""
+
+    def __init__(self, endpoint: Endpoint) -> None:
+        self.endpoint = endpoint
+        self.base_url = public_url(endpoint.base_url)
+        self.limit = AdaptiveLimit(endpoint.concurrency)
+        if endpoint.base_url == LOCAL_BASE_URL:
+            http_client = httpx2.AsyncClient(transport=LocalModelTransport())
+            api_key = "local"
+        else:
+            connections = max(endpoint.concurrency * 2, 16)
+            http_client = openai.DefaultAsyncHttpxClient(
+                limits=httpx2.Limits(max_connections=connections, max_keepalive_connections=connections)
+            )
+            api_key = os.environ.get(endpoint.api_key_env) or "none"  # local servers accept any key
+        self.client = openai.AsyncOpenAI(
+            base_url=endpoint.base_url,
+            api_key=api_key,
+            max_retries=0,
+            timeout=endpoint.timeout,
+            http_client=http_client,
+        )
+
+    def body(self, ask: Ask, model: str, seed: int, messages: list[dict[str, str]]) -> dict[str, Any]:
+        schema = strict_schema(ask.schema)
+        body: dict[str, Any] = {
+            "model": model,
+            "messages": messages,
+            "temperature": ask.temperature,
+            "max_tokens": ask.max_tokens,
+            "seed": seed,
+        }
+        style = self.endpoint.structured_output
+        if style == "json_schema":
+            body["response_format"] = {
+                "type": "json_schema",
+                "json_schema": {"name": ask.schema.__name__, "schema": schema, "strict": True},
+            }
+        elif style == "json_object":
+            body["response_format"] = {"type": "json_object", "schema": schema}
+        else:
+            described = (
+                "\n\nReply with only a JSON object that follows this JSON schema:\n```json\n"
+                + json.dumps(schema, sort_keys=True)
+                + "\n```"
+            )
+            messages = [*messages[:-1], {**messages[-1], "content": messages[-1]["content"] + described}]
+            body["messages"] = messages
+        return body
+
+
+class Gateway:
+    """Answers asks for one run, one stage at a time; open it with ``async with``."""
+
+    def __init__(self, config: RunConfig, warehouse: Warehouse, run_id: str, *, seed: int = 0) -> None:
+        self.config = config
+        self.warehouse = warehouse
+        self.run_id = run_id
+        self.seed = seed
+        self._routes: dict[Endpoint, Route] = {}
+
+    async def __aenter__(self) -> Gateway:
+        for role in ("generator", "judge"):
+            endpoint = self.config.endpoint_for(role)
+            if endpoint not in self._routes:
+                self._routes[endpoint] = Route(endpoint)
+        return self
+
+    async def __aexit__(self, *_: object) -> None:
+        for route in self._routes.values():
+            await route.client.close()
+        self._routes.clear()
+
+    def route(self, role: Role) -> Route:
+        return self._routes[self.config.endpoint_for(role)]
+
+    async def ask_many(self, stage: str, asks: Sequence[Ask], on_done: Callable[[], None] | None = None) -> list[Reply]:
+        """Answer every ask, cached ones first; concurrency is bounded per endpoint."""
+        first = [self._request(ask, list(ask.prompt.messages)) for ask in asks]
+        cache = self.warehouse.cached([key for key, _ in first])
+
+        async def one(ask: Ask, request: tuple[str, dict[str, Any]]) -> Reply:
+            reply = await self._answer(stage, ask, request, cache)
+            if on_done is not None:
+                on_done()
+            return reply
+
+        return list(await asyncio.gather(*(one(ask, req) for ask, req in zip(asks, first, strict=True))))
+
+    def _request(self, ask: Ask, messages: list[dict[str, str]]) -> tuple[str, dict[str, Any]]:
+        route = self.route(ask.role)
+        body = route.body(ask, self.config.model_for(ask.role), self.seed, messages)
+        return cache_key(route.base_url, body, ask.sample_index), body
+
+    async def _answer(
+        self, stage: str, ask: Ask, request: tuple[str, dict[str, Any]], cache: dict[str, dict[str, Any]]
+    ) -> Reply:
+        reply = Reply(status="failed")
+        messages = list(ask.prompt.messages)
+        for reask in range(MAX_REASKS + 1):
+            key, body = request
+            reply.keys.append(key)
+            hit = cache.get(key) if reask == 0 else self.warehouse.cached([key]).get(key)
+            if hit is not None:
+                reply.cached += 1
+                text, finish = hit["response"], hit["finish_reason"]
+            else:
+                try:
+                    text, finish, attempts = await self._send(stage, ask, key, body)
+                    reply.sent += attempts
+                except _Failed as failure:
+                    reply.sent += failure.attempts
+                    reply.status, reply.error = "failed", failure.reason
+                    return reply
+            reply.raw = text
+            try:
+                reply.value = parse_answer(text, ask.schema)
+                reply.status, reply.error = "ok", None
+                return reply
+            except ValueError as exc:
+                cut = " (the answer was cut off at max_tokens)" if finish == "length" else ""
+                reply.status, reply.error = "parse_error", f"{exc}{cut}"
+            messages = [
+                *ask.prompt.messages,
+                {"role": "assistant", "content": (text or "")[:4000]},
+                {
+                    "role": "user",
+                    "content": f"That answer could not be used: {reply.error}. "
+                    "Reply again with only the JSON object, complete and valid.",
+                },
+            ]
+            request = self._request(ask, messages)
+        return reply
+
+    async def _send(self, stage: str, ask: Ask, key: str, body: dict[str, Any]) -> tuple[str | None, str | None, int]:
+        """Send with retries; every attempt becomes a row in llm_calls."""
+        route = self.route(ask.role)
+        attempts = 0
+        try:
+            async for attempt in AsyncRetrying(
+                stop=stop_after_attempt(route.endpoint.max_attempts),
+                wait=_Wait(),
+                retry=retry_if_exception(is_transient),
+                reraise=True,
+            ):
+                with attempt:
+                    attempts += 1
+                    return (*await self._attempt(stage, ask, key, body, route, attempts), attempts)
+        except openai.APIStatusError as exc:
+            raise _Failed(f"HTTP {exc.status_code}: {_short(exc)}", attempts) from None
+        except openai.APIConnectionError as exc:
+            raise _Failed(f"{type(exc).__name__}: {_short(exc)}", attempts) from None
+        raise AssertionError("unreachable")
+
+    async def _attempt(
+        self, stage: str, ask: Ask, key: str, body: dict[str, Any], route: Route, attempt: int
+    ) -> tuple[str | None, str | None]:
+        record = {
+            "call_id": uuid.uuid4().hex,
+            "key": key,
+            "run_id": self.run_id,
+            "stage": stage,
+            "template": ask.prompt.template,
+            "template_hash": ask.prompt.template_hash,
+            "base_url": route.base_url,
+            "model": body["model"],
+            "request": body,
+            "attempt": attempt,
+        }
+        async with route.limit:
+            started = time.perf_counter()
+            try:
+                raw = await route.client.chat.completions.with_raw_response.create(**body)
+            except (openai.APIStatusError, openai.APIConnectionError) as exc:
+                status = exc.status_code if isinstance(exc, openai.APIStatusError) else None
+                if status == 429:
+                    route.limit.throttled()
+                self.warehouse.add_call(
+                    CallRecord(
+                        **record,
+                        latency_ms=(time.perf_counter() - started) * 1000,
+                        http_status=status,
+                        error=f"{type(exc).__name__}: {_short(exc)}",
+                    )
+                )
+                raise
+            latency = (time.perf_counter() - started) * 1000
+        route.limit.succeeded()
+        completion = raw.parse()
+        choice = completion.choices[0] if completion.choices else None
+        text = choice.message.content if choice is not None else None
+        finish = choice.finish_reason if choice is not None else None
+        usage = completion.usage
+        prompt_tokens = usage.prompt_tokens if usage else None
+        completion_tokens = usage.completion_tokens if usage else None
+        self.warehouse.add_call(
+            CallRecord(
+                **record,
+                response=text,
+                finish_reason=finish,
+                prompt_tokens=prompt_tokens,
+                completion_tokens=completion_tokens,
+                latency_ms=latency,
+                cost=self._cost(body["model"], prompt_tokens, completion_tokens),
+                http_status=raw.status_code,
+            )
+        )
+        return text, finish
+
+    def _cost(self, model: str, prompt_tokens: int | None, completion_tokens: int | None) -> float | None:
+        price = self.config.prices.get(model)
+        if price is None or prompt_tokens is None or completion_tokens is None:
+            return None
+        return (prompt_tokens * price.input + completion_tokens * price.output) / 1e6
+
+
+class _Failed(Exception):
+    def __init__(self, reason: str, attempts: int) -> None:
+        super().__init__(reason)
+        self.reason, self.attempts = reason, attempts
+
+
+def _short(exc: BaseException) -> str:
+    text = " ".join(str(exc).split())
+    return text[:300]

@@ -1,0 +1,84 @@
+"""Templates are data: ``prompts/<recipe>/<stage>.j2``, overlaid file by file from ``--prompts-dir``.
+
+A template defines a ``system`` and a ``user`` block; rendering yields the chat messages. The hash of a
+template's source is stored with every call it produced, so two runs can be compared prompt by prompt.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from jinja2 import ChoiceLoader, FileSystemLoader, PackageLoader, StrictUndefined, TemplateNotFound
+from jinja2.exceptions import TemplateError
+from jinja2.sandbox import ImmutableSandboxedEnvironment
+
+from ifsynth.schemas.errors import IfsynthError
+
+ROLES = ("system", "user")
+
+
+class PromptError(IfsynthError):
+    pass
+
+
+@dataclass(frozen=True)
+class Rendered:
+    """Chat messages rendered from one template, with the template's identity."""
+
+    template: str
+    template_hash: str
+    messages: tuple[dict[str, str], ...]
+
+
+class Prompts:
+    """Loads, renders and hashes templates; an overlay directory wins over the built-in files."""
+
+    def __init__(self, overlay: str | Path | None = None) -> None:
+        loaders: list[Any] = [PackageLoader("ifsynth.prompts", "")]
+        if overlay is not None:
+            if not Path(overlay).is_dir():
+                raise PromptError(f"--prompts-dir `{overlay}` is not a directory")
+            loaders.insert(0, FileSystemLoader(str(overlay)))
+        self.overlay = Path(overlay) if overlay is not None else None
+        self._env = ImmutableSandboxedEnvironment(
+            loader=ChoiceLoader(loaders),
+            undefined=StrictUndefined,
+            keep_trailing_newline=False,
+            trim_blocks=True,
+            lstrip_blocks=True,
+            autoescape=False,
+        )
+        self._hashes: dict[str, str] = {}
+
+    def source(self, name: str) -> str:
+        try:
+            text, _, _ = self._env.loader.get_source(self._env, f"{name}.j2")  # type: ignore[union-attr]
+        except TemplateNotFound:
+            raise PromptError(f"no template `{name}.j2` (built-in or in --prompts-dir)") from None
+        return text
+
+    def hash(self, name: str) -> str:
+        if name not in self._hashes:
+            self._hashes[name] = hashlib.sha256(self.source(name).encode("utf-8")).hexdigest()[:16]
+        return self._hashes[name]
+
+    def render(self, name: str, **variables: Any) -> Rendered:
+        """Render both blocks; a missing variable raises before anything is sent."""
+        try:
+            template = self._env.get_template(f"{name}.j2")
+            context = template.new_context(variables)
+            messages = []
+            for role in ROLES:
+                if role not in template.blocks:
+                    raise PromptError(f"template `{name}.j2` has no `{{% block {role} %}}`")
+                text = "".join(template.blocks[role](context)).strip()
+                if text:
+                    messages.append({"role": role, "content": text})
+        except TemplateNotFound:
+            raise PromptError(f"no template `{name}.j2` (built-in or in --prompts-dir)") from None
+        except TemplateError as exc:
+            raise PromptError(f"template `{name}.j2`: {exc}") from None
+        return Rendered(template=name, template_hash=self.hash(name), messages=tuple(messages))

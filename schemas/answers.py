@@ -1,0 +1,79 @@
+"""Shapes of LLM answers. Each is sent as a JSON schema and validated on the way back.
+
+Schemas that depend on the request (how many instructions, which candidate ids) are built by small
+factories, so a constrained decoder can enforce them and the cache key changes with them.
+"""
+
+from __future__ import annotations
+
+from functools import cache
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, create_model
+
+NonEmpty = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1)]
+
+
+class Answer(BaseModel):
+    """Base of every answer: closed objects, so the schema can be sent in strict mode."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class InstructionList(Answer):
+    instructions: list[NonEmpty]
+
+
+@cache
+def instruction_list(k: int) -> type[InstructionList]:
+    """An answer holding exactly ``k`` instructions."""
+    return create_model(
+        f"Instructions{k}",
+        __base__=InstructionList,
+        instructions=(Annotated[list[NonEmpty], Field(min_length=k, max_length=k)], ...),
+    )
+
+
+class Rewrite(Answer):
+    plan: NonEmpty
+    revised_passage: NonEmpty
+
+
+class RelevanceJudgement(Answer):
+    explanation: NonEmpty
+    score: Literal[1, 2, 3, 4, 5]
+
+
+class CandidatePick(Answer):
+    explanation: NonEmpty
+    best: str
+
+
+@cache
+def candidate_pick(labels: tuple[str, ...]) -> type[CandidatePick]:
+    """An answer that must name one of ``labels``."""
+    return create_model(
+        f"Pick{len(labels)}",
+        __base__=CandidatePick,
+        best=(Literal[labels], ...),  # type: ignore[valid-type]
+    )
+
+
+def strict_schema(model: type[BaseModel]) -> dict[str, Any]:
+    """The model's JSON schema in the form OpenAI strict mode accepts: closed objects, all keys required."""
+    schema = model.model_json_schema()
+
+    def close(node: Any) -> None:
+        if isinstance(node, dict):
+            if node.get("type") == "object" and "properties" in node:
+                node["additionalProperties"] = False
+                node["required"] = list(node["properties"])
+            for value in node.values():
+                close(value)
+        elif isinstance(node, list):
+            for value in node:
+                close(value)
+
+    close(schema)
+    schema.pop("title", None)
+    return schema

@@ -1,0 +1,10 @@
+"""The root of ifsynth's exceptions. Every error a user can cause derives from it, so the CLI can turn
+it into one line and an exit code instead of a stack trace."""
+
+from __future__ import annotations
+
+
+class IfsynthError(Exception):
+    """An error with a message that says what went wrong and what to do next."""
+
+    exit_code: int = 1

@@ -1,0 +1,97 @@
+"""Rows of the warehouse, as the rest of the code sees them."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+ItemStatus = Literal["ok", "rejected", "parse_error", "failed", "accepted"]
+Decision = Literal["pass", "reject", "parse_error", "failed"]
+JudgeKind = Literal["llm", "rule", "human"]
+RunStatus = Literal["running", "completed", "failed", "interrupted", "stopped"]
+
+
+class Record(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+
+class CallRecord(Record):
+    """One attempt at one LLM request. ``key`` is the cache key; several attempts may share it."""
+
+    call_id: str
+    key: str
+    run_id: str
+    stage: str
+    template: str
+    template_hash: str
+    base_url: str
+    model: str
+    request: dict[str, Any]
+    response: str | None = None
+    finish_reason: str | None = None
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+    latency_ms: float | None = None
+    cost: float | None = None
+    http_status: int | None = None
+    error: str | None = None
+    attempt: int = 1
+    created_at: datetime = Field(default_factory=datetime.now)
+
+
+class ItemRecord(Record):
+    """Anything a stage selected or generated. ``item_id`` is derived from content and lineage."""
+
+    run_id: str
+    item_id: str
+    stage: str
+    kind: str
+    group_id: str
+    parent_ids: tuple[str, ...] = ()
+    payload: dict[str, Any] | None = None
+    status: ItemStatus = "ok"
+    call_keys: tuple[str, ...] = ()
+    ord: int = 0
+
+
+class VerdictRecord(Record):
+    """One decision about one item; human verdicts override machine ones."""
+
+    run_id: str
+    item_id: str
+    stage: str
+    judge: JudgeKind
+    decision: Decision
+    score: float | None = None
+    threshold: float | None = None
+    reason: str = ""
+    call_key: str | None = None
+    created_at: datetime = Field(default_factory=datetime.now)
+
+
+class StageCounts(Record):
+    """Every input of a stage ends as passed, rejected, parse_error or failed; ``n_out`` counts outputs."""
+
+    stage: str
+    n_in: int = 0
+    n_out: int = 0
+    rejected: int = 0
+    parse_error: int = 0
+    failed: int = 0
+    cached: int = 0
+    sent: int = 0
+
+
+class RunRecord(Record):
+    run_id: str
+    name: str
+    recipe: str
+    fingerprint: str
+    config: dict[str, Any]
+    code_version: str
+    status: RunStatus
+    started_at: datetime
+    ended_at: datetime | None = None
+    error: str | None = None

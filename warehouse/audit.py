@@ -1,0 +1,153 @@
+"""Read-side questions about runs: the list, the funnel, what was removed and why, one item's history."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from ifsynth.warehouse.exceptions import UnknownItem
+from ifsynth.warehouse.store import Warehouse
+
+
+def runs(warehouse: Warehouse) -> list[dict[str, Any]]:
+    return warehouse.sql(
+        "SELECT r.run_id, r.name, r.recipe, r.status, r.started_at, r.ended_at, "
+        "(SELECT count(*) FROM release_queries q JOIN releases s ON q.release = s.name "
+        " WHERE s.run_id = r.run_id) AS accepted "
+        "FROM runs r ORDER BY r.started_at"
+    )
+
+
+def funnel(warehouse: Warehouse, ref: str | None = None) -> dict[str, Any]:
+    run = warehouse.run(ref)
+    stages = warehouse.sql(
+        'SELECT stage, n_in AS "in", n_out AS out, rejected, parse_error, failed, cached, sent '
+        "FROM stage_counts WHERE run_id = ? ORDER BY ord",
+        [run.run_id],
+    )
+    calls = warehouse.sql(
+        "SELECT count(*) AS sent, count(*) FILTER (WHERE error IS NOT NULL) AS failed, "
+        "coalesce(sum(prompt_tokens), 0) AS prompt_tokens, coalesce(sum(completion_tokens), 0) AS completion_tokens, "
+        "sum(cost) AS cost FROM llm_calls WHERE run_id = ?",
+        [run.run_id],
+    )[0]
+    accepted = warehouse.sql("SELECT count(*) AS n FROM items WHERE run_id = ? AND status = 'accepted'", [run.run_id])[
+        0
+    ]["n"]
+    return {
+        "run": run.run_id,
+        "name": run.name,
+        "recipe": run.recipe,
+        "status": run.status,
+        "stages": stages,
+        "accepted": accepted,
+        "llm_calls": {
+            "sent": calls["sent"],
+            "cached": sum(stage["cached"] for stage in stages),
+            "failed": calls["failed"],
+        },
+        "tokens": {"prompt": calls["prompt_tokens"], "completion": calls["completion_tokens"]},
+        "cost_usd": calls["cost"],
+    }
+
+
+def audit(
+    warehouse: Warehouse,
+    ref: str | None = None,
+    *,
+    stage: str | None = None,
+    status: str | None = None,
+    limit: int | None = 50,
+) -> list[dict[str, Any]]:
+    """Items with the verdict that decided them; by default every item that did not go through."""
+    run = warehouse.run(ref)
+    conditions, params = ["i.run_id = ?"], [run.run_id]
+    if stage is not None:
+        conditions.append("(v.stage = ? OR (v.stage IS NULL AND i.stage = ?))")
+        params += [stage, stage]
+    if status is not None:
+        conditions.append("i.status = ?")
+        params.append(status)
+    else:
+        conditions.append("i.status NOT IN ('ok', 'accepted')")
+    rows = warehouse.sql(
+        "SELECT i.item_id, i.kind, i.group_id, i.stage AS made_by, i.status, v.stage AS decided_by, v.judge, "
+        "v.decision, v.score, v.threshold, v.reason FROM items i "
+        "LEFT JOIN verdicts v ON v.run_id = i.run_id AND v.item_id = i.item_id "
+        f"WHERE {' AND '.join(conditions)} "
+        "QUALIFY row_number() OVER (PARTITION BY i.item_id ORDER BY (v.decision = 'pass'), v.created_at DESC) = 1 "
+        "ORDER BY i.group_id, i.ord, i.item_id" + (f" LIMIT {int(limit)}" if limit else ""),
+        params,
+    )
+    return rows
+
+
+def show(warehouse: Warehouse, item: str, ref: str | None = None) -> dict[str, Any]:
+    """An item, its lineage up to the seed, its verdicts, and every LLM call behind them."""
+    run_id = warehouse.run(ref).run_id if ref else _latest_run_with(warehouse, item)
+    record = _item(warehouse, run_id, item)
+    parents = []
+    frontier = list(record["parent_ids"])
+    while frontier:
+        parent = _item(warehouse, run_id, frontier.pop(0))
+        parents.append(parent)
+        frontier.extend(parent["parent_ids"])
+    verdicts = warehouse.sql(
+        "SELECT stage, judge, decision, score, threshold, reason, call_key FROM verdicts "
+        "WHERE run_id = ? AND item_id = ? ORDER BY created_at",
+        [run_id, item],
+    )
+    keys = list(record["call_keys"]) + [v["call_key"] for v in verdicts if v["call_key"]]
+    return {
+        "run": run_id,
+        "item": record,
+        "parents": parents,
+        "verdicts": verdicts,
+        "llm_calls": [_call(warehouse, key) for key in dict.fromkeys(keys)],
+    }
+
+
+def _latest_run_with(warehouse: Warehouse, item: str) -> str:
+    rows = warehouse.sql(
+        "SELECT i.run_id FROM items i JOIN runs r USING (run_id) WHERE i.item_id = ? "
+        "ORDER BY r.started_at DESC LIMIT 1",
+        [item],
+    )
+    if not rows:
+        raise UnknownItem(item)
+    return rows[0]["run_id"]
+
+
+def _item(warehouse: Warehouse, run_id: str, item: str) -> dict[str, Any]:
+    rows = warehouse.sql("SELECT * FROM items WHERE run_id = ? AND item_id = ?", [run_id, item])
+    if not rows:
+        raise UnknownItem(item)
+    row = rows[0]
+    row["payload"] = json.loads(row["payload"]) if row["payload"] else None
+    return row
+
+
+def _call(warehouse: Warehouse, key: str) -> dict[str, Any]:
+    """The answer a key stands for (the successful attempt if there is one), with its failed attempts."""
+    attempts = warehouse.sql(
+        "SELECT call_id, template, template_hash, base_url, model, request, response, finish_reason, "
+        "prompt_tokens, completion_tokens, latency_ms, cost, http_status, error, attempt, created_at "
+        "FROM llm_calls WHERE key = ? ORDER BY (error IS NULL) DESC, created_at",
+        [key],
+    )
+    if not attempts:
+        return {"key": key, "missing": True}
+    answer = attempts[0]
+    request = json.loads(answer.pop("request"))
+    messages = request.pop("messages")
+    return {
+        "key": key,
+        **answer,
+        "messages": messages,
+        "parameters": request,
+        "failed_attempts": [
+            {"attempt": a["attempt"], "http_status": a["http_status"], "error": a["error"]}
+            for a in attempts[1:]
+            if a["error"]
+        ],
+    }

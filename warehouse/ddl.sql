@@ -1,0 +1,119 @@
+-- ifsynth warehouse, schema version 1. Statements are idempotent; `store.py` runs them on every open.
+CREATE TABLE IF NOT EXISTS meta (key VARCHAR PRIMARY KEY, value VARCHAR);
+
+CREATE TABLE IF NOT EXISTS runs (
+    run_id       VARCHAR PRIMARY KEY,
+    name         VARCHAR NOT NULL,
+    recipe       VARCHAR NOT NULL,
+    fingerprint  VARCHAR NOT NULL,
+    config       JSON NOT NULL,
+    code_version VARCHAR NOT NULL,
+    status       VARCHAR NOT NULL,
+    started_at   TIMESTAMP NOT NULL,
+    ended_at     TIMESTAMP,
+    error        VARCHAR
+);
+
+CREATE TABLE IF NOT EXISTS items (
+    run_id     VARCHAR NOT NULL,
+    item_id    VARCHAR NOT NULL,
+    stage      VARCHAR NOT NULL,
+    kind       VARCHAR NOT NULL,
+    group_id   VARCHAR NOT NULL,
+    parent_ids VARCHAR[] NOT NULL,
+    payload    JSON,
+    status     VARCHAR NOT NULL,
+    call_keys  VARCHAR[] NOT NULL,
+    ord        INTEGER NOT NULL,
+    PRIMARY KEY (run_id, item_id)
+);
+
+CREATE TABLE IF NOT EXISTS verdicts (
+    run_id     VARCHAR NOT NULL,
+    item_id    VARCHAR NOT NULL,
+    stage      VARCHAR NOT NULL,
+    judge      VARCHAR NOT NULL,
+    decision   VARCHAR NOT NULL,
+    score      DOUBLE,
+    threshold  DOUBLE,
+    reason     VARCHAR NOT NULL,
+    call_key   VARCHAR,
+    created_at TIMESTAMP NOT NULL,
+    PRIMARY KEY (run_id, item_id, stage, judge)
+);
+
+-- Every attempt at every request; the cache is the successful rows, looked up by `key`.
+CREATE TABLE IF NOT EXISTS llm_calls (
+    call_id           VARCHAR PRIMARY KEY,
+    key               VARCHAR NOT NULL,
+    run_id            VARCHAR NOT NULL,
+    stage             VARCHAR NOT NULL,
+    template          VARCHAR NOT NULL,
+    template_hash     VARCHAR NOT NULL,
+    base_url          VARCHAR NOT NULL,
+    model             VARCHAR NOT NULL,
+    request           JSON NOT NULL,
+    response          VARCHAR,
+    finish_reason     VARCHAR,
+    prompt_tokens     INTEGER,
+    completion_tokens INTEGER,
+    latency_ms        DOUBLE,
+    cost              DOUBLE,
+    http_status       INTEGER,
+    error             VARCHAR,
+    attempt           INTEGER NOT NULL,
+    created_at        TIMESTAMP NOT NULL
+);
+CREATE INDEX IF NOT EXISTS llm_calls_key ON llm_calls (key);
+
+CREATE TABLE IF NOT EXISTS stage_counts (
+    run_id      VARCHAR NOT NULL,
+    stage       VARCHAR NOT NULL,
+    ord         INTEGER NOT NULL,
+    n_in        INTEGER NOT NULL,
+    n_out       INTEGER NOT NULL,
+    rejected    INTEGER NOT NULL,
+    parse_error INTEGER NOT NULL,
+    failed      INTEGER NOT NULL,
+    cached      INTEGER NOT NULL,
+    sent        INTEGER NOT NULL,
+    PRIMARY KEY (run_id, stage)
+);
+
+CREATE TABLE IF NOT EXISTS releases (
+    name       VARCHAR PRIMARY KEY,
+    run_id     VARCHAR,
+    recipe     VARCHAR NOT NULL,
+    source     VARCHAR NOT NULL,
+    card       JSON NOT NULL,
+    created_at TIMESTAMP NOT NULL
+);
+
+CREATE TABLE IF NOT EXISTS release_docs (
+    release VARCHAR NOT NULL,
+    doc_id  VARCHAR NOT NULL,
+    title   VARCHAR NOT NULL,
+    text    VARCHAR NOT NULL,
+    meta    JSON NOT NULL,
+    PRIMARY KEY (release, doc_id)
+);
+
+CREATE TABLE IF NOT EXISTS release_queries (
+    release     VARCHAR NOT NULL,
+    mode        VARCHAR NOT NULL,
+    query_id    VARCHAR NOT NULL,
+    group_id    VARCHAR NOT NULL,
+    query       VARCHAR NOT NULL,
+    instruction VARCHAR NOT NULL,
+    meta        JSON NOT NULL,
+    PRIMARY KEY (release, mode, query_id)
+);
+
+CREATE TABLE IF NOT EXISTS release_qrels (
+    release  VARCHAR NOT NULL,
+    mode     VARCHAR NOT NULL,
+    query_id VARCHAR NOT NULL,
+    doc_id   VARCHAR NOT NULL,
+    score    INTEGER NOT NULL,
+    PRIMARY KEY (release, mode, query_id, doc_id)
+);

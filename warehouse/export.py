@@ -1,0 +1,209 @@
+"""Releases to files: BEIR as InstructIR released it, the MTEB instruction-retrieval layout, JSONL and
+Parquet, each with a dataset card. Rows are written in a fixed order, so identical releases give
+byte-identical files."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any, Literal
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import yaml
+
+from ifsynth.warehouse.exceptions import UnknownRelease, WarehouseError
+from ifsynth.warehouse.store import Warehouse
+
+Format = Literal["beir", "mteb", "jsonl", "parquet"]
+FORMATS: tuple[str, ...] = ("beir", "mteb", "jsonl", "parquet")
+SEP = " [SEP] "
+_QUERY_ORDER = "ORDER BY q.group_id, TRY_CAST(string_split(q.query_id, '_')[-1] AS INTEGER), q.query_id"
+
+
+def release_for(warehouse: Warehouse, ref: str | None) -> str:
+    """The release of a run (by run id or name; the newest run by default), or a release by its name."""
+    if ref is not None and warehouse.sql("SELECT 1 FROM releases WHERE name = ?", [ref]):
+        return ref
+    run = warehouse.run(ref)
+    rows = warehouse.sql("SELECT name FROM releases WHERE run_id = ?", [run.run_id])
+    if not rows:
+        raise WarehouseError(f"run {run.run_id} has no release yet (status {run.status}); run it to completion first")
+    return rows[0]["name"]
+
+
+def export(warehouse: Warehouse, release: str, fmt: Format, out: str | Path) -> list[Path]:
+    meta = warehouse.sql("SELECT * FROM releases WHERE name = ?", [release])
+    if not meta:
+        raise UnknownRelease(release)
+    card = json.loads(meta[0]["card"])
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    docs = warehouse.sql(
+        "SELECT doc_id, title, text, meta FROM release_docs WHERE release = ? ORDER BY doc_id", [release]
+    )
+    queries = warehouse.sql(
+        "SELECT mode, query_id, group_id, query, instruction, meta FROM release_queries q "
+        f"WHERE release = ? {_QUERY_ORDER}",
+        [release],
+    )
+    qrels = warehouse.sql(
+        "SELECT r.mode, r.query_id, r.doc_id, r.score FROM release_qrels r "
+        "JOIN release_queries q USING (release, mode, query_id) "
+        f"WHERE r.release = ? {_QUERY_ORDER}, r.doc_id",
+        [release],
+    )
+    writer = {"beir": _beir, "mteb": _mteb, "jsonl": _flat, "parquet": _flat}[fmt]
+    written = writer(out, docs, queries, qrels, fmt)
+    written.append(_write_text(out / "README.md", card_markdown(card, fmt)))
+    return written
+
+
+def _beir(out: Path, docs: list[dict], queries: list[dict], qrels: list[dict], _: str) -> list[Path]:
+    groups: dict[str, str] = {}
+    for q in queries:
+        groups.setdefault(q["group_id"], q["query"])
+    return [
+        _jsonl(out / "corpus.jsonl", ({"_id": d["doc_id"], "title": d["title"], "text": d["text"]} for d in docs)),
+        _jsonl(
+            out / "queries.jsonl",
+            (
+                {
+                    "_id": q["query_id"],
+                    "text": q["instruction"] + SEP + q["query"],
+                    "metadata": {"origin_query": q["query"], "instruction": q["instruction"]},
+                }
+                for q in queries
+            ),
+        ),
+        _jsonl(
+            out / "only_instruction_queries.jsonl",
+            (
+                {"_id": q["query_id"], "text": q["instruction"], "metadata": {"origin_query": q["query"]}}
+                for q in queries
+            ),
+        ),
+        _jsonl(out / "only_queries.jsonl", ({"_id": g, "text": text, "metadata": {}} for g, text in groups.items())),
+        _tsv(out / "qrels" / "test.tsv", ((r["query_id"], r["doc_id"], r["score"]) for r in qrels)),
+        _tsv(
+            out / "qrels" / "for_only_query_test.tsv",
+            ((r["query_id"].rsplit("_", 1)[0], r["doc_id"], r["score"]) for r in qrels),
+        ),
+    ]
+
+
+def _mteb(out: Path, docs: list[dict], queries: list[dict], qrels: list[dict], _: str) -> list[Path]:
+    tables = {
+        "corpus": pa.table(
+            {"id": [d["doc_id"] for d in docs], "title": [d["title"] for d in docs], "text": [d["text"] for d in docs]}
+        ),
+        "queries": pa.table(
+            {
+                "id": [q["query_id"] for q in queries],
+                "text": [q["query"] for q in queries],
+                "instruction": [q["instruction"] for q in queries],
+            }
+        ),
+        "instruction": pa.table(
+            {"query-id": [q["query_id"] for q in queries], "instruction": [q["instruction"] for q in queries]}
+        ),
+        "default": pa.table(
+            {
+                "query-id": [r["query_id"] for r in qrels],
+                "corpus-id": [r["doc_id"] for r in qrels],
+                "score": pa.array([r["score"] for r in qrels], pa.int32()),
+            }
+        ),
+    }
+    written = []
+    for config, table in tables.items():
+        path = out / config / "test-00000-of-00001.parquet"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        pq.write_table(table, path)
+        written.append(path)
+    return written
+
+
+def _flat(out: Path, docs: list[dict], queries: list[dict], qrels: list[dict], fmt: str) -> list[Path]:
+    positives: dict[str, list[str]] = {}
+    for r in qrels:
+        positives.setdefault(r["query_id"], []).append(r["doc_id"])
+    instances = [
+        {
+            "query_id": q["query_id"],
+            "group_id": q["group_id"],
+            "mode": q["mode"],
+            "query": q["query"],
+            "instruction": q["instruction"],
+            "positive_ids": positives.get(q["query_id"], []),
+            **json.loads(q["meta"]),
+        }
+        for q in queries
+    ]
+    corpus = [{"doc_id": d["doc_id"], "title": d["title"], "text": d["text"], "meta": d["meta"]} for d in docs]
+    if fmt == "jsonl":
+        return [_jsonl(out / "instances.jsonl", instances), _jsonl(out / "corpus.jsonl", corpus)]
+    paths = [out / "instances.parquet", out / "corpus.parquet"]
+    pq.write_table(pa.Table.from_pylist(instances), paths[0])
+    pq.write_table(pa.Table.from_pylist(corpus), paths[1])
+    return paths
+
+
+def _jsonl(path: Path, rows: Iterable[dict[str, Any]]) -> Path:
+    return _write_text(path, "".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows))
+
+
+def _tsv(path: Path, rows: Iterable[tuple[Any, ...]]) -> Path:
+    lines = ["query-id\tcorpus-id\tscore"] + ["\t".join(str(v) for v in row) for row in rows]
+    return _write_text(path, "\n".join(lines) + "\n")
+
+
+def _write_text(path: Path, text: str) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def card_markdown(card: dict[str, Any], fmt: str) -> str:
+    """The dataset card: counts, models, template hashes and per-stage yields."""
+    lines: list[str] = []
+    if fmt == "mteb":
+        configs = [
+            {"config_name": name, "data_files": [{"split": "test", "path": f"{name}/test-*.parquet"}]}
+            for name in ("corpus", "queries", "instruction", "default")
+        ]
+        lines += ["---", yaml.safe_dump({"configs": configs}, sort_keys=False).rstrip(), "---", ""]
+    recipe = card.get("recipe", "unknown")
+    lines += [f"# {recipe} release, made with ifsynth", ""]
+    if card.get("seeds"):
+        lines += [f"Seeds: `{card['seeds']}`" + (f" (limit {card['limit']})" if card.get("limit") else ""), ""]
+    lines += ["## Counts", "", "| what | count |", "|---|---:|"]
+    lines += [f"| {name} | {value} |" for name, value in card.get("counts", {}).items()]
+    if card.get("models"):
+        lines += ["", "## Models", "", "| role | model | endpoint | structured output |", "|---|---|---|---|"]
+        for role, model in card["models"].items():
+            endpoint = card.get("endpoints", {}).get(role, {})
+            lines.append(
+                f"| {role} | {model} | {endpoint.get('base_url', '')} | {endpoint.get('structured_output', '')} |"
+            )
+    if card.get("templates"):
+        lines += ["", "## Templates", "", "| template | sha256 (16) |", "|---|---|"]
+        lines += [f"| {name} | `{digest}` |" for name, digest in card["templates"].items()]
+    if card.get("stages"):
+        lines += [
+            "",
+            "## Yield per stage",
+            "",
+            "| stage | in | out | rejected | parse error | failed |",
+            "|---|---:|---:|---:|---:|---:|",
+        ]
+        for s in card["stages"]:
+            lines.append(
+                f"| {s['stage']} | {s['n_in']} | {s['n_out']} | {s['rejected']} | {s['parse_error']} | {s['failed']} |"
+            )
+    if card.get("params"):
+        lines += ["", "## Parameters", "", "```yaml", yaml.safe_dump(card["params"], sort_keys=True).rstrip(), "```"]
+    if card.get("notes"):
+        lines += ["", "## Notes", "", *card["notes"]]
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,420 @@
+"""The one class that opens the DuckDB file. Writes are buffered and flushed in Arrow batches by the
+process that holds the file; LLM calls also go to a journal first, so a killed process loses only the
+requests that were still in flight."""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+import time
+from collections.abc import Iterator, Sequence
+from datetime import datetime
+from importlib import resources
+from pathlib import Path
+from typing import Any, Self
+
+import duckdb
+import pyarrow as pa
+
+from ifsynth.schemas.records import CallRecord, ItemRecord, RunRecord, StageCounts, VerdictRecord
+from ifsynth.warehouse.exceptions import UnknownRun, WarehouseError, WarehouseInUse
+
+FLUSH_ROWS = 2000
+FLUSH_SECONDS = 2.0
+
+_STR = pa.string()
+_ARROW = {
+    "items": pa.schema(
+        [
+            ("run_id", _STR),
+            ("item_id", _STR),
+            ("stage", _STR),
+            ("kind", _STR),
+            ("group_id", _STR),
+            ("parent_ids", pa.list_(_STR)),
+            ("payload", _STR),
+            ("status", _STR),
+            ("call_keys", pa.list_(_STR)),
+            ("ord", pa.int32()),
+        ]
+    ),
+    "verdicts": pa.schema(
+        [
+            ("run_id", _STR),
+            ("item_id", _STR),
+            ("stage", _STR),
+            ("judge", _STR),
+            ("decision", _STR),
+            ("score", pa.float64()),
+            ("threshold", pa.float64()),
+            ("reason", _STR),
+            ("call_key", _STR),
+            ("created_at", pa.timestamp("us")),
+        ]
+    ),
+    "llm_calls": pa.schema(
+        [
+            ("call_id", _STR),
+            ("key", _STR),
+            ("run_id", _STR),
+            ("stage", _STR),
+            ("template", _STR),
+            ("template_hash", _STR),
+            ("base_url", _STR),
+            ("model", _STR),
+            ("request", _STR),
+            ("response", _STR),
+            ("finish_reason", _STR),
+            ("prompt_tokens", pa.int32()),
+            ("completion_tokens", pa.int32()),
+            ("latency_ms", pa.float64()),
+            ("cost", pa.float64()),
+            ("http_status", pa.int32()),
+            ("error", _STR),
+            ("attempt", pa.int32()),
+            ("created_at", pa.timestamp("us")),
+        ]
+    ),
+}
+_CONFLICT = {"items": "OR REPLACE", "verdicts": "OR REPLACE", "llm_calls": "OR IGNORE"}
+_KEYS = {
+    "items": ("run_id", "item_id"),
+    "verdicts": ("run_id", "item_id", "stage", "judge"),
+    "llm_calls": ("call_id",),
+}
+
+
+def _row(record: ItemRecord | VerdictRecord | CallRecord) -> dict[str, Any]:
+    row = record.model_dump()
+    for name in ("payload", "request"):
+        if name in row and row[name] is not None:
+            row[name] = json.dumps(row[name], ensure_ascii=False, sort_keys=True)
+    return row
+
+
+class Warehouse:
+    """Runs, items with lineage, verdicts, the LLM call cache and releases, in one DuckDB file."""
+
+    def __init__(self, path: str | Path, *, read_only: bool = False) -> None:
+        self.path = Path(path)
+        self.read_only = read_only
+        if read_only and not self.path.exists():
+            raise WarehouseError(f"no warehouse at `{self.path}`; `ifsynth run` creates one")
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            self._db = duckdb.connect(str(self.path), read_only=read_only)
+        except duckdb.IOException as exc:
+            if "lock" not in str(exc).lower():
+                raise WarehouseError(f"cannot open warehouse `{self.path}`: {exc}") from exc
+            pid = re.search(r"PID (\d+)", str(exc))
+            raise WarehouseInUse(str(self.path), f"pid {pid.group(1)}" if pid else "unknown pid") from None
+        self._local = threading.local()
+        self._lock = threading.RLock()
+        self._buffers: dict[str, dict[tuple[Any, ...], dict[str, Any]]] = {name: {} for name in _ARROW}
+        self._last_flush = time.monotonic()
+        self._journal_path = self.path.with_name(self.path.name + ".journal")
+        self._journal = None
+        if not read_only:
+            self._db.execute(resources.files("ifsynth.warehouse").joinpath("ddl.sql").read_text())
+            self._db.execute("INSERT OR IGNORE INTO meta VALUES ('schema_version', '1')")
+            self._replay_journal()
+            self._journal = self._journal_path.open("a", encoding="utf-8")
+            # A run still marked running cannot be alive: this process holds the only write lock.
+            self._db.execute("UPDATE runs SET status = 'interrupted' WHERE status = 'running'")
+
+    # -- lifecycle ---------------------------------------------------------------------------------
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        if not self.read_only:
+            self.flush()
+            if self._journal is not None:
+                self._journal.close()
+                self._journal = None
+        self._db.close()
+
+    def _cursor(self) -> duckdb.DuckDBPyConnection:
+        cursor = getattr(self._local, "cursor", None)
+        if cursor is None:
+            cursor = self._local.cursor = self._db.cursor()
+        return cursor
+
+    def sql(
+        self, query: str, params: Sequence[Any] | None = None, *, tables: dict[str, pa.Table] | None = None
+    ) -> list[dict[str, Any]]:
+        """Run a read query and return its rows as dicts; ``tables`` are Arrow tables it may join."""
+        cursor = self._cursor()
+        for name, table in (tables or {}).items():
+            cursor.register(name, table)
+        try:
+            result = cursor.execute(query, params or [])
+            names = [column[0] for column in result.description or []]
+            return [dict(zip(names, row, strict=True)) for row in result.fetchall()]
+        finally:
+            for name in tables or {}:
+                cursor.unregister(name)
+
+    def execute(
+        self, query: str, params: Sequence[Any] | None = None, *, tables: dict[str, pa.Table] | None = None
+    ) -> None:
+        with self._lock:
+            self.sql(query, params, tables=tables)
+
+    # -- buffered writes ---------------------------------------------------------------------------
+
+    def add_call(self, call: CallRecord) -> None:
+        """Journal first (survives a kill), then buffer for the next batch."""
+        line = call.model_dump_json()
+        with self._lock:
+            assert self._journal is not None, "warehouse opened read-only"
+            self._journal.write(line + "\n")
+            self._journal.flush()
+            self._buffer("llm_calls", [_row(call)])
+
+    def add_items(self, items: Sequence[ItemRecord]) -> None:
+        with self._lock:
+            self._buffer("items", [_row(item) for item in items])
+
+    def add_verdicts(self, verdicts: Sequence[VerdictRecord]) -> None:
+        with self._lock:
+            self._buffer("verdicts", [_row(verdict) for verdict in verdicts])
+
+    def _buffer(self, table: str, rows: list[dict[str, Any]]) -> None:
+        buffer = self._buffers[table]
+        for row in rows:
+            buffer[tuple(row[k] for k in _KEYS[table])] = row
+        pending = sum(len(b) for b in self._buffers.values())
+        if pending >= FLUSH_ROWS or time.monotonic() - self._last_flush > FLUSH_SECONDS:
+            self.flush()
+
+    def flush(self) -> None:
+        """Write every buffered row in one transaction, then empty the journal."""
+        with self._lock:
+            self._last_flush = time.monotonic()
+            if not any(self._buffers.values()):
+                return
+            cursor = self._cursor()
+            cursor.execute("BEGIN")
+            try:
+                for table, buffer in self._buffers.items():
+                    if buffer:
+                        self._append(cursor, table, list(buffer.values()))
+                cursor.execute("COMMIT")
+            except BaseException:
+                cursor.execute("ROLLBACK")
+                raise
+            for buffer in self._buffers.values():
+                buffer.clear()
+            if self._journal is not None:
+                self._journal.truncate(0)
+                self._journal.seek(0)
+
+    @staticmethod
+    def _append(cursor: duckdb.DuckDBPyConnection, table: str, rows: list[dict[str, Any]]) -> None:
+        cursor.register("incoming", pa.Table.from_pylist(rows, schema=_ARROW[table]))
+        columns = ", ".join(_ARROW[table].names)
+        cursor.execute(f"INSERT {_CONFLICT[table]} INTO {table} ({columns}) SELECT {columns} FROM incoming")
+        cursor.unregister("incoming")
+
+    def _replay_journal(self) -> None:
+        if not self._journal_path.exists():
+            return
+        rows = []
+        for line in self._journal_path.read_text(encoding="utf-8").splitlines():
+            try:
+                rows.append(_row(CallRecord.model_validate_json(line)))
+            except ValueError:
+                continue  # the last line of a killed process may be cut short
+        if rows:
+            unique = {row["call_id"]: row for row in rows}
+            self._append(self._db, "llm_calls", list(unique.values()))
+        self._journal_path.unlink()
+
+    # -- the cache ---------------------------------------------------------------------------------
+
+    def cached(self, keys: Sequence[str]) -> dict[str, dict[str, Any]]:
+        """Successful answers for these request keys, from the file and from the unflushed buffer."""
+        found: dict[str, dict[str, Any]] = {}
+        wanted = set(keys)
+        with self._lock:
+            for row in self._buffers["llm_calls"].values():
+                if row["key"] in wanted and row["error"] is None:
+                    found[row["key"]] = row
+        missing = [k for k in wanted if k not in found]
+        if missing:
+            for row in self.sql(
+                "SELECT c.* FROM llm_calls c JOIN wanted_keys w USING (key) WHERE c.error IS NULL "
+                "QUALIFY row_number() OVER (PARTITION BY c.key ORDER BY c.created_at) = 1",
+                tables={"wanted_keys": pa.table({"key": missing})},
+            ):
+                found[row["key"]] = row
+        return found
+
+    # -- runs --------------------------------------------------------------------------------------
+
+    def start_run(self, run: RunRecord) -> None:
+        self.execute(
+            "INSERT OR REPLACE INTO runs VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            [
+                run.run_id,
+                run.name,
+                run.recipe,
+                run.fingerprint,
+                json.dumps(run.config, sort_keys=True),
+                run.code_version,
+                "running",
+                run.started_at,
+                None,
+                None,
+            ],
+        )
+
+    def resumable_run(self, fingerprint: str) -> str | None:
+        """The newest unfinished run with this fingerprint: running it again continues it."""
+        rows = self.sql(
+            "SELECT run_id FROM runs WHERE fingerprint = ? AND status IN ('interrupted', 'failed', 'stopped') "
+            "ORDER BY started_at DESC LIMIT 1",
+            [fingerprint],
+        )
+        return rows[0]["run_id"] if rows else None
+
+    def finish_run(self, run_id: str, status: str, error: str | None = None) -> None:
+        self.flush()
+        self.execute(
+            "UPDATE runs SET status = ?, ended_at = ?, error = ? WHERE run_id = ?",
+            [status, datetime.now(), error, run_id],
+        )
+
+    def run(self, ref: str | None = None) -> RunRecord:
+        """A run by id or name; the newest run when ``ref`` is None."""
+        if ref is None:
+            rows = self.sql("SELECT * FROM runs ORDER BY started_at DESC LIMIT 1")
+        else:
+            rows = self.sql(
+                "SELECT * FROM runs WHERE run_id = ? OR name = ? ORDER BY started_at DESC LIMIT 1", [ref, ref]
+            )
+        if not rows:
+            raise UnknownRun(ref)
+        row = rows[0]
+        row["config"] = json.loads(row["config"])
+        return RunRecord.model_validate(row)
+
+    # -- stages ------------------------------------------------------------------------------------
+
+    def clear_stage(self, run_id: str, stage: str) -> None:
+        """Forget what a stage wrote for a run: rerunning it rebuilds everything from the cache."""
+        self.flush()
+        with self._lock:
+            cursor = self._cursor()
+            cursor.execute("DELETE FROM items WHERE run_id = ? AND stage = ?", [run_id, stage])
+            cursor.execute("DELETE FROM verdicts WHERE run_id = ? AND stage = ? AND judge <> 'human'", [run_id, stage])
+            cursor.execute("DELETE FROM stage_counts WHERE run_id = ? AND stage = ?", [run_id, stage])
+
+    def record_stage(self, run_id: str, ord_: int, counts: StageCounts) -> None:
+        self.flush()
+        self.execute(
+            "INSERT OR REPLACE INTO stage_counts VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            [
+                run_id,
+                counts.stage,
+                ord_,
+                counts.n_in,
+                counts.n_out,
+                counts.rejected,
+                counts.parse_error,
+                counts.failed,
+                counts.cached,
+                counts.sent,
+            ],
+        )
+
+    def set_status(self, run_id: str, item_ids: Sequence[str], status: str) -> None:
+        if not item_ids:
+            return
+        self.flush()
+        self.execute(
+            "UPDATE items SET status = ? WHERE run_id = ? AND item_id IN (SELECT item_id FROM ids)",
+            [status, run_id],
+            tables={"ids": pa.table({"item_id": list(item_ids)})},
+        )
+
+    def items(
+        self, run_id: str, stage: str, *, status: str | None = "ok", page: int = 1000
+    ) -> Iterator[list[ItemRecord]]:
+        """A stage's items in pages of whole groups, so memory stays bounded on large runs."""
+        self.flush()
+        groups = [
+            row["group_id"]
+            for row in self.sql(
+                "SELECT DISTINCT group_id FROM items WHERE run_id = ? AND stage = ? ORDER BY group_id",
+                [run_id, stage],
+            )
+        ]
+        condition = "" if status is None else "AND status = ?"
+        for start in range(0, len(groups), page):
+            params = [run_id, stage] + ([status] if status else [])
+            rows = self.sql(
+                f"SELECT * FROM items WHERE run_id = ? AND stage = ? {condition} "
+                "AND group_id IN (SELECT group_id FROM chunk) ORDER BY group_id, ord, item_id",
+                params,
+                tables={"chunk": pa.table({"group_id": groups[start : start + page]})},
+            )
+            yield [self.item_record(row) for row in rows]
+
+    def count_items(self, run_id: str, stage: str, status: str = "ok") -> int:
+        self.flush()
+        rows = self.sql(
+            "SELECT count(*) AS n FROM items WHERE run_id = ? AND stage = ? AND status = ?", [run_id, stage, status]
+        )
+        return int(rows[0]["n"])
+
+    @staticmethod
+    def item_record(row: dict[str, Any]) -> ItemRecord:
+        row = dict(row)
+        row["payload"] = json.loads(row["payload"]) if row["payload"] is not None else None
+        return ItemRecord.model_validate(row)
+
+    # -- releases ----------------------------------------------------------------------------------
+
+    def write_release(
+        self,
+        *,
+        name: str,
+        run_id: str | None,
+        recipe: str,
+        source: str,
+        card: dict[str, Any],
+        docs: pa.Table,
+        queries: pa.Table,
+        qrels: pa.Table,
+    ) -> None:
+        """Replace the release ``name`` in one transaction."""
+        self.flush()
+        with self._lock:
+            cursor = self._cursor()
+            cursor.execute("BEGIN")
+            try:
+                for table in ("releases", "release_docs", "release_queries", "release_qrels"):
+                    column = "name" if table == "releases" else "release"
+                    cursor.execute(f"DELETE FROM {table} WHERE {column} = ?", [name])
+                cursor.execute(
+                    "INSERT INTO releases VALUES (?, ?, ?, ?, ?, ?)",
+                    [name, run_id, recipe, source, json.dumps(card, sort_keys=True), datetime.now()],
+                )
+                for table, data in (("release_docs", docs), ("release_queries", queries), ("release_qrels", qrels)):
+                    columns = ", ".join(data.column_names)
+                    cursor.register("incoming", data)
+                    cursor.execute(
+                        f"INSERT INTO {table} (release, {columns}) SELECT ?, {columns} FROM incoming", [name]
+                    )
+                    cursor.unregister("incoming")
+                cursor.execute("COMMIT")
+            except BaseException:
+                cursor.execute("ROLLBACK")
+                raise
