@@ -278,3 +278,7 @@ def main() -> None:
             soft_wrap=True,
         )
         sys.exit(1)
+
+
+if __name__ == "__main__":
+    main()

@@ -217,7 +217,7 @@ class Gateway:
 
     async def ask_many(self, stage: str, asks: Sequence[Ask], on_done: Callable[[], None] | None = None) -> list[Reply]:
         """Answer every ask, cached ones first; concurrency is bounded per endpoint."""
-        first = [self._request(ask, list(ask.prompt.messages)) for ask in asks]
+        first = [self._request(ask, list(ask.prompt.messages), 0) for ask in asks]
         cache = self.warehouse.cached([key for key, _ in first])
 
         async def one(ask: Ask, request: tuple[str, dict[str, Any]]) -> Reply:
@@ -228,16 +228,15 @@ class Gateway:
 
         return list(await asyncio.gather(*(one(ask, req) for ask, req in zip(asks, first, strict=True))))
 
-    def _request(self, ask: Ask, messages: list[dict[str, str]]) -> tuple[str, dict[str, Any]]:
+    def _request(self, ask: Ask, messages: list[dict[str, str]], reask: int) -> tuple[str, dict[str, Any]]:
         route = self.route(ask.role)
         body = route.body(ask, self.config.model_for(ask.role), self.seed, messages)
-        return cache_key(route.base_url, body, ask.sample_index), body
+        return cache_key(route.base_url, body, ask.sample_index, reask), body
 
     async def _answer(
         self, stage: str, ask: Ask, request: tuple[str, dict[str, Any]], cache: dict[str, dict[str, Any]]
     ) -> Reply:
         reply = Reply(status="failed")
-        messages = list(ask.prompt.messages)
         for reask in range(MAX_REASKS + 1):
             key, body = request
             reply.keys.append(key)
@@ -270,7 +269,7 @@ class Gateway:
                     "Reply again with only the JSON object, complete and valid.",
                 },
             ]
-            request = self._request(ask, messages)
+            request = self._request(ask, messages, reask + 1)
         return reply
 
     async def _send(self, stage: str, ask: Ask, key: str, body: dict[str, Any]) -> tuple[str | None, str | None, int]:

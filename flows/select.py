@@ -50,7 +50,9 @@ def select_seeds(ctx: RunContext, order: int) -> StageCounts:
         seed_id = item_id("seed", [], pair.query.query_id)
         if reasons:
             verdict = writer.verdict(seed_id, "reject", judge="rule", reason="; ".join(reasons))
-            writer.add(seed_id, Outcome("reject", items=[_item(ctx, seed_id, pair, "rejected")], verdicts=[verdict], n_out=0))
+            writer.add(
+                seed_id, Outcome("reject", items=[_item(ctx, seed_id, pair, "rejected")], verdicts=[verdict], n_out=0)
+            )
         else:
             eligible.append((sha256(f"{params.seed}:{pair.query.query_id}"), pair))
         ctx.progress.advance(STAGE)

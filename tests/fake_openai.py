@@ -113,6 +113,22 @@ def _check_script(script: Sequence[str]) -> deque[str]:
     return deque(script)
 
 
+class _Server(uvicorn.Server):
+    """uvicorn's server with a main loop that wakes on the stop event, not only on its 0.1 s poll:
+    every test that starts a fake pays the shutdown time."""
+
+    def __init__(self, config: uvicorn.Config, stopping: asyncio.Event) -> None:
+        super().__init__(config)
+        self.stopping = stopping
+
+    async def main_loop(self) -> None:
+        counter = 0
+        while not await self.on_tick(counter):
+            counter = (counter + 1) % 864_000
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self.stopping.wait(), 0.1)
+
+
 class FakeOpenAI:
     """Context manager running the fake on 127.0.0.1 in a background thread; see the module docstring."""
 
@@ -162,7 +178,7 @@ class FakeOpenAI:
                 Route("/_reset", self._post_reset, methods=["POST"]),
             ]
         )
-        self._server: uvicorn.Server | None = None
+        self._server: _Server | None = None
         self._thread: threading.Thread | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._stopping: asyncio.Event
@@ -170,13 +186,15 @@ class FakeOpenAI:
     # -- lifecycle -------------------------------------------------------------------------------------
 
     def __enter__(self) -> FakeOpenAI:
-        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        # An explicit IPPROTO_TCP makes asyncio set TCP_NODELAY on accepted connections (it checks `proto`);
+        # without it every response waits ~40 ms on Nagle plus the client's delayed ACK.
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.bind(("127.0.0.1", self._port))  # bound here, so the port is known and cannot be raced for
         self._port = sock.getsockname()[1]
         self._stopping = asyncio.Event()  # binds to the server's loop on first use
         config = uvicorn.Config(self._app, log_config=None, log_level="warning", access_log=False, lifespan="off")
-        self._server = uvicorn.Server(config)
+        self._server = _Server(config, self._stopping)
         self._thread = threading.Thread(target=self._run, args=(self._server, sock), name="fake-openai", daemon=True)
         self._thread.start()
         deadline = time.monotonic() + 10.0
@@ -192,8 +210,8 @@ class FakeOpenAI:
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
         assert self._server is not None and self._thread is not None and self._loop is not None
-        self._loop.call_soon_threadsafe(self._stopping.set)  # wakes stalled requests
-        self._server.should_exit = True
+        self._server.should_exit = True  # before the event: the woken main loop must see it
+        self._loop.call_soon_threadsafe(self._stopping.set)  # also wakes stalled requests
         self._thread.join(timeout=10.0)
 
     def _run(self, server: uvicorn.Server, sock: socket.socket) -> None:
@@ -260,9 +278,9 @@ class FakeOpenAI:
             return _error_response(400, "stream=true is not supported by the fake.", {})
 
         canonical = json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
+        key = hashlib.sha256(canonical).digest()
         with self._lock:
             settings = self._settings
-            key = hashlib.sha256(canonical).digest()
             attempt = self._seen[key]
             self._seen[key] = attempt + 1
             digest = hashlib.sha256(b"%s\x00%d\x00%d" % (canonical, settings.seed, attempt)).hexdigest()

@@ -213,11 +213,11 @@ def test_fault_rate_is_honoured_and_replays_identically() -> None:
     first = run_outcomes(prompts, rate_500=0.5, seed=7)
     assert set(first) == {"ok", "500"} and 0.35 <= first.count("500") / len(first) <= 0.65
     assert run_outcomes(prompts, rate_500=0.5, seed=7) == first
-    assert run_outcomes(prompts, rate_500=0.5, seed=8) != first
+    assert run_outcomes(prompts[:50], rate_500=0.5, seed=8) != first[:50]
 
 
 def test_faults_come_from_one_cumulative_draw_in_fixed_order() -> None:
-    prompts = [f"doc {i}" for i in range(100)]
+    prompts = [f"doc {i}" for i in range(60)]
     only_429 = run_outcomes(prompts, rate_429=0.5)
     both = run_outcomes(prompts, rate_429=0.5, rate_500=0.5)
     # Same draw per request: adding a later fault only takes over the requests that used to succeed.
@@ -227,14 +227,14 @@ def test_faults_come_from_one_cumulative_draw_in_fixed_order() -> None:
 def test_mixed_faults_and_stats_agree_with_what_the_client_saw() -> None:
     rates = {"rate_429": 0.25, "rate_500": 0.25, "rate_invalid_json": 0.25, "rate_length": 0.25}
     with FakeOpenAI(**rates) as fake, make_client(fake) as client:
-        seen = [outcome_of(client, f"doc {i}") for i in range(200)]
+        seen = [outcome_of(client, f"doc {i}") for i in range(120)]
         stats = fake.stats()
-    assert "ok" not in seen and all(25 <= seen.count(o) <= 75 for o in ("429", "500", "invalid_json", "length"))
-    assert stats == {"requests": 200, "by_outcome": {o: seen.count(o) for o in OUTCOMES}}
+    assert "ok" not in seen and all(12 <= seen.count(o) <= 48 for o in ("429", "500", "invalid_json", "length"))
+    assert stats == {"requests": 120, "by_outcome": {o: seen.count(o) for o in OUTCOMES}}
 
 
 def test_a_retried_request_gets_fresh_fault_draws() -> None:
-    assert set(run_outcomes(["same"] * 30, rate_500=0.5)) == {"ok", "500"}
+    assert set(run_outcomes(["same"] * 20, rate_500=0.5)) == {"ok", "500"}
 
 
 def test_latency_is_applied_concurrently() -> None:
@@ -286,7 +286,8 @@ def test_responder_mode(fake: FakeOpenAI, client: openai.OpenAI) -> None:
     assert [b["model"] for b in received] == [MODEL, MODEL]
 
 
-def test_configure_rejects_bad_settings(fake: FakeOpenAI) -> None:
+def test_configure_rejects_bad_settings() -> None:
+    fake = FakeOpenAI()  # settings need no running server
     with pytest.raises(ValueError):
         fake.configure(rate_429=0.7, rate_500=0.5)
     with pytest.raises(ValueError):
@@ -338,9 +339,9 @@ def test_standalone_server_serves_until_sigterm() -> None:
     try:
         base_url = proc.stdout.readline().strip()
         assert re.fullmatch(r"http://127\.0\.0\.1:\d+/v1", base_url)
-        with openai.OpenAI(base_url=base_url, api_key="k", max_retries=0, timeout=5) as client:
-            with pytest.raises(openai.InternalServerError):  # --rate-500 reached the server
-                ask(client, "hi")
+        client = openai.OpenAI(base_url=base_url, api_key="k", max_retries=0, timeout=5)
+        with client, pytest.raises(openai.InternalServerError):  # --rate-500 reached the server
+            ask(client, "hi")
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=5) == 0
     finally:

@@ -150,8 +150,13 @@ def _flat(out: Path, docs: list[dict], queries: list[dict], qrels: list[dict], f
     return paths
 
 
+# Characters that str.splitlines() and some readers take for line breaks; escaped so one row stays one line.
+_LINE_BREAKS = str.maketrans({"\u2028": "\\u2028", "\u2029": "\\u2029", "\x85": "\\u0085"})
+
+
 def _jsonl(path: Path, rows: Iterable[dict[str, Any]]) -> Path:
-    return _write_text(path, "".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows))
+    lines = (json.dumps(row, ensure_ascii=False).translate(_LINE_BREAKS) + "\n" for row in rows)
+    return _write_text(path, "".join(lines))
 
 
 def _tsv(path: Path, rows: Iterable[tuple[Any, ...]]) -> Path:

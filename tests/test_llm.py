@@ -1,0 +1,181 @@
+"""The gateway against the loopback fake: retries, Retry-After, no retry on 4xx, re-asks, the cache,
+the three structured-output styles, the concurrency bound, and keys kept out of the warehouse."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ifsynth.flows.limits import AdaptiveLimit
+from ifsynth.flows.llm import Ask, Gateway, Reply
+from ifsynth.prompts.registry import Rendered
+from ifsynth.schemas.answers import RelevanceJudgement
+from ifsynth.schemas.config import Endpoint, RunConfig
+from ifsynth.warehouse.store import Warehouse
+from tests.fake_openai import FakeOpenAI
+
+GOOD = {"explanation": "it answers", "score": 5}
+
+
+def config(fake: FakeOpenAI, **endpoint: Any) -> RunConfig:
+    settings = {"base_url": fake.base_url, "max_attempts": 4, "timeout": 5.0, **endpoint}
+    return RunConfig(recipe="instructir", seeds="demo", model="m", endpoint=Endpoint(**settings))
+
+
+def ask(text: str = "judge this") -> Ask:
+    prompt = Rendered("test/judge", "abc123", ({"role": "user", "content": text},))
+    return Ask(prompt, RelevanceJudgement, "generator", 0.0, 64)
+
+
+def answer(fake: FakeOpenAI, warehouse: Warehouse, asks: list[Ask], **endpoint: Any) -> list[Reply]:
+    async def go() -> list[Reply]:
+        async with Gateway(config(fake, **endpoint), warehouse, "run-1") as gateway:
+            return await gateway.ask_many("judge", asks)
+
+    return asyncio.run(go())
+
+
+def calls(warehouse: Warehouse) -> list[dict[str, Any]]:
+    warehouse.flush()
+    return warehouse.sql("SELECT key, http_status, error, response, attempt FROM llm_calls ORDER BY created_at")
+
+
+@pytest.fixture
+def warehouse(warehouse_path: Path) -> Warehouse:
+    with Warehouse(warehouse_path) as opened:
+        yield opened
+
+
+def test_retries_429_and_500_then_succeeds(fake: FakeOpenAI, warehouse: Warehouse) -> None:
+    fake.configure(mode="responder", responder=lambda body: GOOD, script=["429", "500", "ok"], retry_after=0.3)
+    started = time.monotonic()
+    (reply,) = answer(fake, warehouse, [ask()])
+    assert reply.status == "ok" and reply.value == RelevanceJudgement(**GOOD)
+    assert reply.sent == 3
+    assert time.monotonic() - started >= 0.3, "Retry-After was not honoured"
+    rows = calls(warehouse)
+    assert [r["http_status"] for r in rows] == [429, 500, 200]
+    assert rows[0]["error"].startswith("RateLimitError") and rows[-1]["error"] is None
+    assert len({r["key"] for r in rows}) == 1
+
+
+@pytest.mark.parametrize("status", ["400", "422"])
+def test_client_errors_are_not_retried(fake: FakeOpenAI, warehouse: Warehouse, status: str) -> None:
+    fake.configure(script=[status, "ok"])
+    (reply,) = answer(fake, warehouse, [ask()])
+    assert reply.status == "failed" and reply.error.startswith(f"HTTP {status}")
+    assert fake.stats()["requests"] == 1
+    assert [r["http_status"] for r in calls(warehouse)] == [int(status)]
+
+
+def test_gives_up_after_max_attempts(fake: FakeOpenAI, warehouse: Warehouse) -> None:
+    fake.configure(script=["500"] * 10)
+    (reply,) = answer(fake, warehouse, [ask()], max_attempts=3)
+    assert reply.status == "failed" and "HTTP 500" in reply.error
+    assert fake.stats()["requests"] == 3 and len(calls(warehouse)) == 3
+
+
+def test_timeouts_are_retried(fake: FakeOpenAI, warehouse: Warehouse) -> None:
+    fake.configure(mode="responder", responder=lambda body: GOOD, script=["timeout", "ok"], timeout_sleep=3.0)
+    (reply,) = answer(fake, warehouse, [ask()], timeout=0.5)
+    assert reply.status == "ok"
+    assert calls(warehouse)[0]["error"].startswith("APITimeoutError")
+
+
+def test_unparseable_answers_are_reasked_at_most_twice(fake: FakeOpenAI, warehouse: Warehouse) -> None:
+    fake.configure(mode="responder", responder=lambda body: "not json at all")
+    (reply,) = answer(fake, warehouse, [ask()])
+    assert reply.status == "parse_error" and reply.raw == "not json at all"
+    assert len(reply.keys) == 3 and fake.stats()["requests"] == 3
+    reask = fake.requests[1]["messages"]
+    assert reask[-2] == {"role": "assistant", "content": "not json at all"}
+    assert "could not be used" in reask[-1]["content"]
+
+
+def test_a_reask_can_repair_the_answer(fake: FakeOpenAI, warehouse: Warehouse) -> None:
+    fake.configure(mode="responder", responder=lambda body: GOOD if len(body["messages"]) > 1 else "{oops")
+    (reply,) = answer(fake, warehouse, [ask()])
+    assert reply.status == "ok" and len(reply.keys) == 2
+
+
+def test_cut_off_answers_say_so(fake: FakeOpenAI, warehouse: Warehouse) -> None:
+    fake.configure(mode="responder", responder=lambda body: GOOD, rate_length=1.0)
+    (reply,) = answer(fake, warehouse, [ask()])
+    assert reply.status == "parse_error" and "cut off at max_tokens" in reply.error
+
+
+def test_answered_requests_come_from_the_cache(fake: FakeOpenAI, warehouse: Warehouse) -> None:
+    fake.configure(mode="responder", responder=lambda body: GOOD)
+    asks = [ask(f"question {i}") for i in range(5)]
+    first = answer(fake, warehouse, asks)
+    again = answer(fake, warehouse, asks)
+    assert fake.stats()["requests"] == 5
+    assert [r.value for r in again] == [r.value for r in first]
+    assert all(r.cached == 1 and r.sent == 0 for r in again)
+
+
+def test_failed_requests_are_not_cached(fake: FakeOpenAI, warehouse: Warehouse) -> None:
+    fake.configure(script=["400"])
+    assert answer(fake, warehouse, [ask()])[0].status == "failed"
+    fake.configure(mode="responder", responder=lambda body: GOOD)
+    assert answer(fake, warehouse, [ask()])[0].status == "ok"
+    assert fake.stats()["requests"] == 2
+
+
+@pytest.mark.parametrize("style", ["json_schema", "json_object", "none"])
+def test_structured_output_styles(fake: FakeOpenAI, warehouse: Warehouse, style: str) -> None:
+    (reply,) = answer(fake, warehouse, [ask()], structured_output=style)  # random valid instances
+    assert reply.status == "ok" and isinstance(reply.value, RelevanceJudgement)
+    sent = fake.requests[0]
+    if style == "json_schema":
+        assert sent["response_format"]["type"] == "json_schema"
+        assert sent["response_format"]["json_schema"]["strict"] is True
+        assert sent["response_format"]["json_schema"]["schema"]["properties"]["score"]["enum"] == [1, 2, 3, 4, 5]
+    elif style == "json_object":
+        assert sent["response_format"]["type"] == "json_object"
+        assert sent["response_format"]["schema"]["required"] == ["explanation", "score"]
+    else:
+        assert "response_format" not in sent
+        assert "```json" in sent["messages"][-1]["content"]
+        assert "```json" in calls(warehouse)[0]["response"]  # the fake wrapped it in prose
+
+
+def test_concurrency_is_bounded(fake: FakeOpenAI, warehouse: Warehouse) -> None:
+    fake.configure(mode="responder", responder=lambda body: GOOD, latency=0.2)
+    started = time.monotonic()
+    answer(fake, warehouse, [ask(f"q{i}") for i in range(12)], concurrency=3)
+    elapsed = time.monotonic() - started
+    assert elapsed >= 4 * 0.2 * 0.9, f"12 requests at 3 in flight took only {elapsed:.2f}s"
+
+
+def test_adaptive_limit_halves_on_a_burst_and_grows_back() -> None:
+    limit = AdaptiveLimit(16, cooldown=60)
+    limit.throttled()
+    limit.throttled()  # same burst: counts once
+    assert limit.limit == 8 and limit.cuts == 1
+    for _ in range(8):
+        limit.succeeded()
+    assert limit.limit == 9
+    for _ in range(200):
+        limit.succeeded()
+    assert limit.limit == 16
+
+
+def test_the_key_never_reaches_the_warehouse(
+    fake: FakeOpenAI, warehouse: Warehouse, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    secret = "sk-test-4f1d9e0c2b7a-DO-NOT-STORE"
+    monkeypatch.setenv("OPENAI_API_KEY", secret)
+    fake.configure(script=["429", "ok"])
+    answer(fake, warehouse, [ask()])
+    assert fake.headers[0]["authorization"] == f"Bearer {secret}"
+    warehouse.flush()
+    dump = json.dumps(warehouse.sql("SELECT * FROM llm_calls"), default=str)
+    assert secret not in dump
+    warehouse.execute("CHECKPOINT")
+    assert secret.encode() not in warehouse.path.read_bytes()

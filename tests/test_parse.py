@@ -1,0 +1,57 @@
+"""Answer parsing: JSON as sent by a schema-honouring endpoint, or wrapped in prose by one that is not."""
+
+from __future__ import annotations
+
+import pytest
+
+from ifsynth.flows.llm import parse_answer
+from ifsynth.schemas.answers import RelevanceJudgement, candidate_pick, instruction_list, strict_schema
+
+
+def test_plain_json() -> None:
+    answer = parse_answer('{"explanation": "fits", "score": 5}', RelevanceJudgement)
+    assert answer == RelevanceJudgement(explanation="fits", score=5)
+
+
+def test_json_in_prose_and_fences() -> None:
+    text = 'Sure, here it is:\n```json\n{"explanation": "ok", "score": 2}\n```\nAnything else?'
+    assert parse_answer(text, RelevanceJudgement).score == 2
+
+
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ("", "empty answer"),
+        ('{"explanation": "x", "score": 9}', "score"),
+        ('{"explanation": "x", "score": 4', "JSON"),
+        ('{"explanation": "x"}', "score"),
+        ('{"explanation": "x", "score": 4, "extra": 1}', "extra"),
+    ],
+)
+def test_bad_answers_say_why(text: str, message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        parse_answer(text, RelevanceJudgement)
+
+
+def test_instruction_count_is_part_of_the_schema() -> None:
+    three = instruction_list(3)
+    assert strict_schema(three)["properties"]["instructions"]["minItems"] == 3
+    assert len(parse_answer('{"instructions": ["a", "b", "c"]}', three).instructions) == 3  # type: ignore[attr-defined]
+    with pytest.raises(ValueError):
+        parse_answer('{"instructions": ["a", "b"]}', three)
+    with pytest.raises(ValueError):
+        parse_answer('{"instructions": ["a", " ", "c"]}', three)
+
+
+def test_pick_must_name_a_listed_candidate() -> None:
+    pick = candidate_pick(("1", "2", "3"))
+    assert strict_schema(pick)["properties"]["best"]["enum"] == ["1", "2", "3"]
+    assert parse_answer('{"explanation": "e", "best": "2"}', pick).best == "2"  # type: ignore[attr-defined]
+    with pytest.raises(ValueError):
+        parse_answer('{"explanation": "e", "best": "4"}', pick)
+
+
+def test_strict_schema_closes_every_object() -> None:
+    schema = strict_schema(RelevanceJudgement)
+    assert schema["additionalProperties"] is False
+    assert set(schema["required"]) == {"explanation", "score"}
