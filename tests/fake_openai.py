@@ -4,6 +4,7 @@ Tests and benchmarks point the real ``openai`` SDK at it, so transport, retries 
 exactly as in production. Faults are a pure function of (seed, request body, attempt number): two runs against
 fresh fakes see the same faults, and a retried request can still succeed on a later attempt.
 
+Endpoints: POST /v1/chat/completions, GET /v1/models, and for tests GET /_stats and POST /_reset.
 Standalone: ``python -m tests.fake_openai --port 8765 --latency 0.2 --rate-429 0.1`` serves until SIGINT/SIGTERM.
 """
 

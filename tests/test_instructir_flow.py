@@ -1,0 +1,117 @@
+"""The InstructIR flow in-process, against the fake answering like a sensible model: the judges see the
+right passages, the gold survives the shuffle, and the filters keep and drop what they should."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ifsynth.flows.resolve import resolve
+from ifsynth.flows.runner import execute
+from ifsynth.warehouse import audit
+from ifsynth.warehouse.export import export, release_for
+from ifsynth.warehouse.store import Warehouse
+from tests.fake_openai import FakeOpenAI
+
+
+def field(text: str, label: str) -> str:
+    match = re.search(rf"^{label}: (.*)$", text, re.MULTILINE)
+    assert match, f"no `{label}:` line in the prompt"
+    return match.group(1)
+
+
+def sensible(body: dict[str, Any]) -> dict[str, Any]:
+    """Answers by schema name, reading the prompt like a model that follows it."""
+    name = body["response_format"]["json_schema"]["name"]
+    prompt = body["messages"][-1]["content"]
+    if name.startswith("Instructions"):
+        k = int(name.removeprefix("Instructions"))
+        query = field(prompt, "Query")
+        return {"instructions": [f"I am reader {i} asking about {query}." for i in range(1, k + 1)]}
+    if name == "Rewrite":
+        return {"plan": "tailor it", "revised_passage": f"For {field(prompt, 'About the searcher')} here is the answer."}
+    if name == "RelevanceJudgement":
+        bad = "I am reader 3 " in field(prompt, "Passage")
+        return {"explanation": "off" if bad else "answers it", "score": 2 if bad else 5}
+    if name.startswith("Pick"):
+        wanted = field(prompt, "About the searcher")
+        for label, text in re.findall(r"^\[(\d+)\] (.*)$", prompt, re.MULTILINE):
+            if wanted in text:
+                return {"explanation": "matches the reader", "best": label}
+    raise AssertionError(f"unexpected request {name}")
+
+
+@pytest.fixture
+def server() -> FakeOpenAI:
+    with FakeOpenAI(mode="responder", responder=sensible) as fake:
+        yield fake
+
+
+def run(server: FakeOpenAI, warehouse: Path, *sets: str) -> str:
+    config = resolve(
+        "instructir", seeds="demo", limit=5, base_url=server.base_url, model="gen", judge_model="judge",
+        sets=["instructions_per_query=4", "q1_min_score=4", *sets],
+    )
+    return execute(config, warehouse).run_id
+
+
+def test_the_filters_keep_exactly_the_instances_a_sensible_judge_passes(server: FakeOpenAI, tmp_path: Path) -> None:
+    warehouse = tmp_path / "w.duckdb"
+    run_id = run(server, warehouse, "min_group_size=3")
+    with Warehouse(warehouse, read_only=True) as wh:
+        report = audit.funnel(wh, run_id)
+        stages = {s["stage"]: s for s in report["stages"]}
+        assert stages["select"]["out"] == 5
+        assert stages["instructions"]["out"] == 20 and stages["rewrite"]["out"] == 20
+        assert (stages["judge_relevance"]["out"], stages["judge_relevance"]["rejected"]) == (15, 5)
+        assert (stages["judge_specificity"]["out"], stages["judge_specificity"]["rejected"]) == (15, 0)
+        assert stages["group_filter"]["out"] == 15 and report["accepted"] == 15
+        judges = {r["model"] for r in wh.sql("SELECT DISTINCT model FROM llm_calls WHERE stage LIKE 'judge%'")}
+        assert judges == {"judge"}
+        out = tmp_path / "beir"
+        export(wh, release_for(wh, run_id), "beir", out)
+    queries = {q["_id"]: q for q in map(json.loads, (out / "queries.jsonl").read_text().splitlines())}
+    corpus = {d["_id"]: d for d in map(json.loads, (out / "corpus.jsonl").read_text().splitlines())}
+    qrels = [line.split("\t") for line in (out / "qrels" / "test.tsv").read_text().splitlines()[1:]]
+    assert len(queries) == 15 and len({q.split("_")[0] for q in queries}) == 5
+    assert {q.rsplit("_", 1)[1] for q in queries} == {"1", "2", "3"}, "k is renumbered after filtering"
+    for qid, did, _ in qrels:
+        instruction = queries[qid]["metadata"]["instruction"]
+        assert "reader 3 " not in instruction
+        assert corpus[did]["text"] == f"For {instruction} here is the answer."
+    noise = [d for d in corpus.values() if "_" not in d["_id"]]
+    assert len(noise) == len(corpus) - 15 and noise, "untouched seed passages are the noise"
+    replaced = {did.rsplit("_", 1)[0] for _, did, _ in qrels}
+    assert not replaced & {d["_id"] for d in noise}, "a rewritten positive must not also stay as noise"
+
+
+def test_a_strict_group_filter_rejects_small_groups_with_reasons(server: FakeOpenAI, tmp_path: Path) -> None:
+    warehouse = tmp_path / "w.duckdb"
+    run_id = run(server, warehouse, "min_group_size=4")
+    with Warehouse(warehouse, read_only=True) as wh:
+        assert audit.funnel(wh, run_id)["accepted"] == 0
+        rows = audit.audit(wh, run_id, stage="group_filter", status="rejected", limit=None)
+    assert len(rows) == 15
+    assert all(r["judge"] == "rule" and "kept 3 instances; at least 4 needed" in r["reason"] for r in rows)
+
+
+def test_changing_one_template_resends_only_its_stage(server: FakeOpenAI, tmp_path: Path) -> None:
+    warehouse = tmp_path / "w.duckdb"
+    run(server, warehouse, "min_group_size=3")
+    sent = server.stats()["requests"]
+    overlay = tmp_path / "prompts" / "instructir"
+    overlay.mkdir(parents=True)
+    builtin = Path(__file__).resolve().parents[1] / "prompts" / "instructir" / "judge_specificity.j2"
+    (overlay / "judge_specificity.j2").write_text(builtin.read_text().replace("pick", "choose"))
+    config = resolve(
+        "instructir", seeds="demo", limit=5, base_url=server.base_url, model="gen", judge_model="judge",
+        sets=["instructions_per_query=4", "q1_min_score=4", "min_group_size=3"], prompts_dir=str(tmp_path / "prompts"),
+    )
+    execute(config, warehouse)
+    resent = server.requests[sent:]
+    assert len(resent) == 15
+    assert all(r["response_format"]["json_schema"]["name"].startswith("Pick") for r in resent)

@@ -1,0 +1,61 @@
+"""The template registry: every built-in template renders, a missing variable stops before any call,
+and an overlay replaces exactly the files it holds."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from ifsynth.flows.recipes import RECIPES
+from ifsynth.prompts.registry import PromptError, Prompts
+
+SAMPLE = {
+    "query": "how do tides work",
+    "passage": "Tides are caused by the moon.",
+    "instruction": "I am a sailor planning a trip.",
+    "k": 3,
+    "candidates": [{"label": "1", "text": "first"}, {"label": "2", "text": "second"}],
+}
+
+
+@pytest.mark.parametrize(
+    "template", [f"{recipe.name}/{stage}" for recipe in RECIPES.values() for stage in recipe.templates]
+)
+def test_every_builtin_template_renders_system_and_user(template: str) -> None:
+    rendered = Prompts().render(template, **SAMPLE)
+    assert [m["role"] for m in rendered.messages] == ["system", "user"]
+    assert all(m["content"].strip() for m in rendered.messages)
+    assert "JSON" in rendered.messages[-1]["content"]
+    assert len(rendered.template_hash) == 16
+
+
+def test_a_missing_variable_is_an_error() -> None:
+    with pytest.raises(PromptError, match="'instruction' is undefined"):
+        Prompts().render("instructir/rewrite", query="q", passage="p")
+
+
+def test_templates_are_sandboxed() -> None:
+    overlay_dir = Path(__file__).parent / "cases" / "prompts"
+    with pytest.raises(PromptError, match="unsafe|not safely callable|access to attribute"):
+        Prompts(overlay_dir).render("evil/escape", query="q")
+
+
+def test_overlay_replaces_file_by_file(tmp_path: Path) -> None:
+    (tmp_path / "instructir").mkdir()
+    (tmp_path / "instructir" / "rewrite.j2").write_text(
+        "{% block system %}Be brief.{% endblock %}{% block user %}Rewrite {{ passage }} for {{ instruction }}."
+        "{% endblock %}"
+    )
+    builtin, overlaid = Prompts(), Prompts(tmp_path)
+    rendered = overlaid.render("instructir/rewrite", **SAMPLE)
+    assert rendered.messages[-1]["content"] == f"Rewrite {SAMPLE['passage']} for {SAMPLE['instruction']}."
+    assert overlaid.hash("instructir/rewrite") != builtin.hash("instructir/rewrite")
+    assert overlaid.hash("instructir/instructions") == builtin.hash("instructir/instructions")
+
+
+def test_unknown_template_and_bad_overlay(tmp_path: Path) -> None:
+    with pytest.raises(PromptError, match="no template `instructir/nope.j2`"):
+        Prompts().render("instructir/nope")
+    with pytest.raises(PromptError, match="not a directory"):
+        Prompts(tmp_path / "missing")

@@ -1,0 +1,124 @@
+"""Seed sources and seed selection: the built-in set meets its promise, BEIR folders and ir_datasets ids
+read the same way, bad sources give one clear error, and selection follows the recipe's rules."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from ifsynth.flows.context import RunContext
+from ifsynth.flows.exceptions import SeedError
+from ifsynth.flows.resolve import resolve
+from ifsynth.flows.seeds import open_source
+from ifsynth.flows.select import select_seeds
+from ifsynth.prompts.registry import Prompts
+from ifsynth.schemas.config import InstructIRParams
+from ifsynth.warehouse.store import Warehouse
+from tests.conftest import INSTRUCTIR_SEEDS
+
+
+def write_beir(root: Path, queries: dict[str, str], docs: dict[str, str], qrels: list[tuple[str, str, int]]) -> Path:
+    (root / "qrels").mkdir(parents=True)
+    (root / "queries.jsonl").write_text("".join(json.dumps({"_id": q, "text": t}) + "\n" for q, t in queries.items()))
+    (root / "corpus.jsonl").write_text(
+        "".join(json.dumps({"_id": d, "title": "", "text": t}) + "\n" for d, t in docs.items())
+    )
+    (root / "qrels" / "test.tsv").write_text(
+        "query-id\tcorpus-id\tscore\n" + "".join(f"{q}\t{d}\t{s}\n" for q, d, s in qrels)
+    )
+    return root
+
+
+def test_demo_set_meets_its_promise() -> None:
+    source = open_source("demo")
+    pairs = list(source.pairs())
+    assert len(pairs) >= 40 and len({p.query.query_id for p in pairs}) == len(pairs)
+    assert all(len(p.positives) == 1 and 40 <= len(p.positives[0].text.split()) <= 120 for p in pairs)
+    positives = {p.positives[0].doc_id for p in pairs}
+    noise = [p for p in source.passages() if p.doc_id not in positives]
+    assert len(noise) >= 150
+
+
+def test_instructir_release_seeds_read_as_one_positive_each() -> None:
+    pairs = list(open_source(f"beir:{INSTRUCTIR_SEEDS}").pairs())
+    assert len(pairs) == 1743 and all(len(p.positives) == 1 for p in pairs)
+
+
+def test_irds_reads_a_locally_registered_dataset(tmp_path: Path) -> None:
+    import ir_datasets
+
+    (tmp_path / "docs.tsv").write_text("d1\tthe moon pulls the sea\nd2\tbread needs yeast\n")
+    (tmp_path / "queries.tsv").write_text("q1\twhat causes tides\n")
+    (tmp_path / "qrels.txt").write_text("q1 0 d1 1\nq1 0 d2 0\n")
+    dataset = ir_datasets.create_dataset(
+        docs_tsv=str(tmp_path / "docs.tsv"),
+        queries_tsv=str(tmp_path / "queries.tsv"),
+        qrels_trec=str(tmp_path / "qrels.txt"),
+    )
+    ir_datasets.registry.register("ifsynth-test/local", dataset)
+    source = open_source("irds:ifsynth-test/local")
+    (pair,) = source.pairs()
+    assert pair.query.text == "what causes tides" and [p.doc_id for p in pair.positives] == ["d1"]
+    assert [p.doc_id for p in source.passages()] == ["d1", "d2"]
+
+
+def test_irds_data_that_cannot_be_had_is_one_error(tmp_path: Path) -> None:
+    import ir_datasets
+    from ir_datasets.datasets.base import Dataset
+    from ir_datasets.formats import TrecQrels, TsvDocs, TsvQueries
+    from ir_datasets.util import LocalDownload
+
+    missing = tmp_path / "never-downloaded.tsv"
+    ir_datasets.registry.register(
+        "ifsynth-test/missing",
+        Dataset(TsvDocs(LocalDownload(missing)), TsvQueries(LocalDownload(missing)),
+                TrecQrels(LocalDownload(missing), {1: "yes"})),
+    )  # fmt: skip
+    with pytest.raises(SeedError, match="not available on this machine") as caught:
+        list(open_source("irds:ifsynth-test/missing").pairs())
+    assert "\n" not in str(caught.value)
+
+
+@pytest.mark.parametrize("spec, message", [
+    ("nothing", "unknown seed source"), ("beir:/no/such/dir", "missing corpus.jsonl"),
+    ("irds:ifsynth-test/absent", "has no dataset"),
+])  # fmt: skip
+def test_bad_sources(spec: str, message: str) -> None:
+    with pytest.raises(SeedError, match=message):
+        open_source(spec)
+
+
+def test_a_broken_line_names_file_and_line(tmp_path: Path) -> None:
+    root = write_beir(tmp_path / "b", {"q1": "x"}, {"d1": "y"}, [("q1", "d1", 1)])
+    with (root / "corpus.jsonl").open("a") as corpus:
+        corpus.write("{not json\n")
+    with pytest.raises(SeedError, match="corpus.jsonl line 2"):
+        list(open_source(f"beir:{root}").pairs())
+
+
+def test_selection_bands_one_positive_and_a_stable_sample(tmp_path: Path) -> None:
+    queries = {f"q{i}": "w " * i for i in range(1, 21)}  # query lengths 1..20 words
+    docs = {f"d{i}": "p " * 50 for i in range(1, 21)} | {"extra": "p " * 50}
+    qrels = [(f"q{i}", f"d{i}", 1) for i in range(1, 21)] + [("q10", "extra", 1)]
+    root = write_beir(tmp_path / "seeds", queries, docs, qrels)
+    config = resolve("instructir", seeds=f"beir:{root}", base_url="http://127.0.0.1:9/v1", model="m", limit=4,
+                     sets=["length_unit=words"])  # fmt: skip
+    params = InstructIRParams.model_validate(config.params)
+
+    def chosen(path: Path) -> tuple[set[str], list[dict]]:
+        with Warehouse(path) as wh:
+            ctx = RunContext("r", config, params, wh, Prompts(), open_source(config.seeds))
+            counts = select_seeds(ctx, 1)
+            kept = {i.payload["query_id"] for page in wh.items("r", "select") for i in page}
+            rejected = wh.sql("SELECT item_id, reason FROM verdicts WHERE decision = 'reject' ORDER BY item_id")
+        assert (counts.n_in, counts.n_out, counts.rejected) == (20, 4, 11)
+        return kept, rejected
+
+    kept, rejected = chosen(tmp_path / "a.duckdb")
+    # Percentiles 25..75 of 1..20 words are 5.75..15.25: queries of 6..15 words pass, q10 has two positives.
+    assert all(6 <= int(q[1:]) <= 15 and q != "q10" for q in kept)
+    assert any("2 judged positives" in r["reason"] for r in rejected)
+    assert any("outside the 25-75 percentile band [5.75, 15.25]" in r["reason"] for r in rejected)
+    assert chosen(tmp_path / "b.duckdb") == (kept, rejected)
