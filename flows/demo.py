@@ -8,14 +8,14 @@ from ifsynth.schemas.config import RunConfig
 
 DEMO_SETTINGS: dict[str, object] = {
     "seeds": "demo",
-    "limit": 4,
+    "limit": 3,
     "instructions_per_query": 2,
     "min_group_size": 1,
     "q1_min_score": 3,
     "max_noise_passages": 200,
-    "max_tokens_instructions": 200,
-    "max_tokens_rewrite": 200,
-    "max_tokens_judge": 64,
+    "max_tokens_instructions": 160,
+    "max_tokens_rewrite": 160,
+    "max_tokens_judge": 128,
 }
 
 

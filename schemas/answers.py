@@ -9,9 +9,17 @@ from __future__ import annotations
 from functools import cache
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints, create_model
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, create_model
 
-NonEmpty = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1)]
+
+def _not_blank(text: str) -> str:
+    if not text.strip():
+        raise ValueError("must not be blank")
+    return text.strip()
+
+
+# Checked here rather than as minLength in the schema: OpenAI's strict mode does not take string lengths.
+NonEmpty = Annotated[str, AfterValidator(_not_blank)]
 
 
 class Answer(BaseModel):
