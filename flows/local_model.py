@@ -115,7 +115,7 @@ class _Engine:
         )
         self.compiler = xgr.GrammarCompiler(info, max_threads=1)
         self.grammar = lru_cache(maxsize=32)(self._compile)
-        self.lock = threading.Lock()  # one generation at a time: two would only fight over the cores
+        self.lock = threading.Lock()  # one generation at a time: two would only fight over two cores
 
     def _compile(self, schema: str) -> xgrammar.CompiledGrammar:
         # Compact JSON: free whitespace lets a small model spend its whole budget on blank lines.
@@ -130,13 +130,13 @@ class _Engine:
         import torch
         import xgrammar as xgr
 
-        inputs = self.tokenizer.apply_chat_template(
-            params.messages, add_generation_prompt=True, return_tensors="pt", return_dict=True
-        )
         sampling: dict[str, Any] = {"do_sample": False}
         if params.temperature > 0:
             sampling = {"do_sample": True, "temperature": params.temperature, "top_p": params.top_p}
-        with self.lock:
+        with self.lock:  # also guards the tokenizer, whose Rust core refuses concurrent borrows
+            inputs = self.tokenizer.apply_chat_template(
+                params.messages, add_generation_prompt=True, return_tensors="pt", return_dict=True
+            )
             processors = [xgr.contrib.hf.LogitsProcessor(self.grammar(params.schema))] if params.schema else []
             # A private RNG stream: same seed, same text, without disturbing torch's global generator.
             with torch.random.fork_rng(devices=[]), torch.inference_mode():
