@@ -33,7 +33,8 @@ def sensible(body: dict[str, Any]) -> dict[str, Any]:
         query = field(prompt, "Query")
         return {"instructions": [f"I am reader {i} asking about {query}." for i in range(1, k + 1)]}
     if name == "Rewrite":
-        return {"plan": "tailor it", "revised_passage": f"For {field(prompt, 'About the searcher')} here is the answer."}
+        searcher = field(prompt, "About the searcher")
+        return {"plan": "tailor it", "revised_passage": f"For {searcher} here is the answer."}
     if name == "RelevanceJudgement":
         bad = "I am reader 3 " in field(prompt, "Passage")
         return {"explanation": "off" if bad else "answers it", "score": 2 if bad else 5}
@@ -53,7 +54,12 @@ def server() -> FakeOpenAI:
 
 def run(server: FakeOpenAI, warehouse: Path, *sets: str) -> str:
     config = resolve(
-        "instructir", seeds="demo", limit=5, base_url=server.base_url, model="gen", judge_model="judge",
+        "instructir",
+        seeds="demo",
+        limit=5,
+        base_url=server.base_url,
+        model="gen",
+        judge_model="judge",
         sets=["instructions_per_query=4", "q1_min_score=4", *sets],
     )
     return execute(config, warehouse).run_id
@@ -108,8 +114,14 @@ def test_changing_one_template_resends_only_its_stage(server: FakeOpenAI, tmp_pa
     builtin = Path(__file__).resolve().parents[1] / "prompts" / "instructir" / "judge_specificity.j2"
     (overlay / "judge_specificity.j2").write_text(builtin.read_text().replace("pick", "choose"))
     config = resolve(
-        "instructir", seeds="demo", limit=5, base_url=server.base_url, model="gen", judge_model="judge",
-        sets=["instructions_per_query=4", "q1_min_score=4", "min_group_size=3"], prompts_dir=str(tmp_path / "prompts"),
+        "instructir",
+        seeds="demo",
+        limit=5,
+        base_url=server.base_url,
+        model="gen",
+        judge_model="judge",
+        sets=["instructions_per_query=4", "q1_min_score=4", "min_group_size=3"],
+        prompts_dir=str(tmp_path / "prompts"),
     )
     execute(config, warehouse)
     resent = server.requests[sent:]

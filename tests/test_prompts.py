@@ -37,7 +37,7 @@ def test_a_missing_variable_is_an_error() -> None:
 
 def test_templates_are_sandboxed() -> None:
     overlay_dir = Path(__file__).parent / "cases" / "prompts"
-    with pytest.raises(PromptError, match="unsafe|not safely callable|access to attribute"):
+    with pytest.raises(PromptError, match=r"unsafe|not safely callable|access to attribute"):
         Prompts(overlay_dir).render("evil/escape", query="q")
 
 
@@ -55,7 +55,7 @@ def test_overlay_replaces_file_by_file(tmp_path: Path) -> None:
 
 
 def test_unknown_template_and_bad_overlay(tmp_path: Path) -> None:
-    with pytest.raises(PromptError, match="no template `instructir/nope.j2`"):
+    with pytest.raises(PromptError, match=r"no template `instructir/nope\.j2`"):
         Prompts().render("instructir/nope")
     with pytest.raises(PromptError, match="not a directory"):
         Prompts(tmp_path / "missing")

@@ -94,7 +94,7 @@ def test_a_broken_line_names_file_and_line(tmp_path: Path) -> None:
     root = write_beir(tmp_path / "b", {"q1": "x"}, {"d1": "y"}, [("q1", "d1", 1)])
     with (root / "corpus.jsonl").open("a") as corpus:
         corpus.write("{not json\n")
-    with pytest.raises(SeedError, match="corpus.jsonl line 2"):
+    with pytest.raises(SeedError, match=r"corpus\.jsonl line 2"):
         list(open_source(f"beir:{root}").pairs())
 
 
