@@ -202,7 +202,7 @@ def audit(
     if as_json:
         _json(rows)
         return
-    table = Table("item", "status", "decided by", "judge", "score", "reason", overflow="fold")
+    table = Table("item", "status", "decided by", "judge", "score", "reason")
     for r in rows:
         score = "" if r["score"] is None else f"{r['score']:g}"
         table.add_row(

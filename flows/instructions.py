@@ -42,14 +42,4 @@ def generate_instructions(
         ]
         return Outcome("pass", items=items)
 
-    total = ctx.warehouse.count_items(ctx.run_id, source)
-    return llm_stage(
-        ctx,
-        STAGE,
-        order,
-        total=total,
-        pages=ctx.warehouse.items(ctx.run_id, source),
-        input_id=lambda seed: seed.item_id,
-        build=build,
-        handle=handle,
-    )
+    return llm_stage(ctx, STAGE, order, source=source, build=build, handle=handle)

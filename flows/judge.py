@@ -43,16 +43,7 @@ def judge_relevance(
         )
         return Outcome(decision, verdicts=[verdict], n_out=int(decision == "pass"))
 
-    return llm_stage(
-        ctx,
-        stage,
-        order,
-        total=ctx.warehouse.count_items(ctx.run_id, source),
-        pages=ctx.warehouse.items(ctx.run_id, source),
-        input_id=lambda item: item.item_id,
-        build=build,
-        handle=handle,
-    )
+    return llm_stage(ctx, stage, order, source=source, build=build, handle=handle)
 
 
 Entry = tuple[ItemRecord, list[ItemRecord]]
@@ -104,12 +95,5 @@ def judge_pick(ctx: RunContext, order: int, *, stage: str, source: str, max_toke
         return Outcome(decision, verdicts=[verdict], n_out=int(decision == "pass"))
 
     return llm_stage(
-        ctx,
-        stage,
-        order,
-        total=ctx.warehouse.count_items(ctx.run_id, source),
-        pages=pages(),
-        input_id=lambda entry: entry[0].item_id,
-        build=build,
-        handle=handle,
+        ctx, stage, order, source=source, build=build, handle=handle, pages=pages(), input_id=lambda e: e[0].item_id
     )

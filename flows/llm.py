@@ -37,6 +37,8 @@ from ifsynth.warehouse.store import Warehouse
 MAX_REASKS = 2
 MAX_RETRY_AFTER = 120.0
 RETRY_STATUSES = {408, 409, 429}
+# Hosts whose strict mode takes only a subset of JSON Schema (no string lengths); checked locally instead.
+STRICT_SUBSET_HOSTS = ("openai.com", "openai.azure.com")
 
 
 @dataclass(frozen=True)
@@ -145,6 +147,8 @@ class Route:
         self.endpoint = endpoint
         self.base_url = public_url(endpoint.base_url)
         self.limit = AdaptiveLimit(endpoint.concurrency)
+        host = urlsplit(endpoint.base_url).hostname or ""
+        self.string_lengths = not host.endswith(STRICT_SUBSET_HOSTS)
         if endpoint.base_url == LOCAL_BASE_URL:
             http_client = httpx2.AsyncClient(transport=LocalModelTransport())
             api_key = "local"
@@ -163,7 +167,7 @@ class Route:
         )
 
     def body(self, ask: Ask, model: str, seed: int, messages: list[dict[str, str]]) -> dict[str, Any]:
-        schema = strict_schema(ask.schema)
+        schema = strict_schema(ask.schema, string_lengths=self.string_lengths)
         body: dict[str, Any] = {
             "model": model,
             "messages": messages,
@@ -230,7 +234,8 @@ class Gateway:
 
     def _request(self, ask: Ask, messages: list[dict[str, str]], reask: int) -> tuple[str, dict[str, Any]]:
         route = self.route(ask.role)
-        body = route.body(ask, self.config.model_for(ask.role), self.seed, messages)
+        # A re-ask samples with another seed: the same seed could give back the same unusable answer.
+        body = route.body(ask, self.config.model_for(ask.role), self.seed + reask, messages)
         return cache_key(route.base_url, body, ask.sample_index, reask), body
 
     async def _answer(

@@ -45,13 +45,4 @@ def rewrite_passages(ctx: RunContext, order: int, *, max_tokens: int, source: st
         )
         return Outcome("pass", items=[rewrite])
 
-    return llm_stage(
-        ctx,
-        STAGE,
-        order,
-        total=ctx.warehouse.count_items(ctx.run_id, source),
-        pages=ctx.warehouse.items(ctx.run_id, source),
-        input_id=lambda instruction: instruction.item_id,
-        build=build,
-        handle=handle,
-    )
+    return llm_stage(ctx, STAGE, order, source=source, build=build, handle=handle)

@@ -98,19 +98,24 @@ def llm_stage(
     stage: str,
     order: int,
     *,
-    total: int,
-    pages: Iterable[list[T]],
-    input_id: Callable[[T], str | None],
+    source: str,
     build: Callable[[T], Sequence[Ask]],
     handle: Callable[[StageWriter, T, list[Reply]], Outcome],
+    pages: Iterable[list[T]] | None = None,
+    input_id: Callable[[T], str | None] = lambda item: item.item_id,  # type: ignore[attr-defined]
 ) -> StageCounts:
-    """Ask the gateway for every input, page by page, and write what ``handle`` makes of the replies."""
-    writer = StageWriter(ctx, stage, order, total)
+    """Ask the gateway for every input, page by page, and write what ``handle`` makes of the replies.
+
+    Inputs are the ``ok`` items of the ``source`` stage, unless ``pages`` brings them in another shape.
+    """
+    writer = StageWriter(ctx, stage, order, ctx.warehouse.count_items(ctx.run_id, source))
+    if pages is None:
+        pages = ctx.warehouse.items(ctx.run_id, source)  # type: ignore[assignment]
     tally = {"cached": 0, "sent": 0}
 
     async def run() -> None:
         async with Gateway(ctx.config, ctx.warehouse, ctx.run_id, seed=ctx.params.seed) as gateway:
-            for page in pages:
+            for page in pages:  # type: ignore[union-attr]
                 asks = [list(build(entry)) for entry in page]  # render all first: template errors stop us here
                 flat = [ask for entry_asks in asks for ask in entry_asks]
                 replies = await gateway.ask_many(stage, flat, on_done=lambda: ctx.progress.advance(stage))

@@ -18,8 +18,10 @@ def _not_blank(text: str) -> str:
     return text.strip()
 
 
-# Checked here rather than as minLength in the schema: OpenAI's strict mode does not take string lengths.
-NonEmpty = Annotated[str, AfterValidator(_not_blank)]
+# minLength lets a constrained decoder (vLLM, llama.cpp, the embedded model) rule out empty strings; the
+# validator also rejects blank ones, whatever the endpoint enforced.
+NonEmpty = Annotated[str, Field(min_length=1), AfterValidator(_not_blank)]
+LENGTH_KEYWORDS = ("minLength", "maxLength")
 
 
 class Answer(BaseModel):
@@ -67,8 +69,11 @@ def candidate_pick(labels: tuple[str, ...]) -> type[CandidatePick]:
     )
 
 
-def strict_schema(model: type[BaseModel]) -> dict[str, Any]:
-    """The model's JSON schema in the form OpenAI strict mode accepts: closed objects, all keys required."""
+def strict_schema(model: type[BaseModel], *, string_lengths: bool = True) -> dict[str, Any]:
+    """The model's JSON schema in strict form: closed objects, all keys required.
+
+    ``string_lengths=False`` drops minLength and maxLength, which OpenAI's strict mode does not accept.
+    """
     schema = model.model_json_schema()
 
     def close(node: Any) -> None:
@@ -76,6 +81,9 @@ def strict_schema(model: type[BaseModel]) -> dict[str, Any]:
             if node.get("type") == "object" and "properties" in node:
                 node["additionalProperties"] = False
                 node["required"] = list(node["properties"])
+            if not string_lengths:
+                for keyword in LENGTH_KEYWORDS:
+                    node.pop(keyword, None)
             for value in node.values():
                 close(value)
         elif isinstance(node, list):

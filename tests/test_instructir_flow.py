@@ -52,7 +52,7 @@ def server() -> FakeOpenAI:
         yield fake
 
 
-def run(server: FakeOpenAI, warehouse: Path, *sets: str) -> str:
+def run(server: FakeOpenAI, warehouse: Path, *sets: str, prompts_dir: Path | None = None) -> str:
     config = resolve(
         "instructir",
         seeds="demo",
@@ -61,6 +61,7 @@ def run(server: FakeOpenAI, warehouse: Path, *sets: str) -> str:
         model="gen",
         judge_model="judge",
         sets=["instructions_per_query=4", "q1_min_score=4", *sets],
+        prompts_dir=str(prompts_dir) if prompts_dir else None,
     )
     return execute(config, warehouse).run_id
 
@@ -113,17 +114,7 @@ def test_changing_one_template_resends_only_its_stage(server: FakeOpenAI, tmp_pa
     overlay.mkdir(parents=True)
     builtin = Path(__file__).resolve().parents[1] / "prompts" / "instructir" / "judge_specificity.j2"
     (overlay / "judge_specificity.j2").write_text(builtin.read_text().replace("pick", "choose"))
-    config = resolve(
-        "instructir",
-        seeds="demo",
-        limit=5,
-        base_url=server.base_url,
-        model="gen",
-        judge_model="judge",
-        sets=["instructions_per_query=4", "q1_min_score=4", "min_group_size=3"],
-        prompts_dir=str(tmp_path / "prompts"),
-    )
-    execute(config, warehouse)
+    run(server, warehouse, "min_group_size=3", prompts_dir=tmp_path / "prompts")
     resent = server.requests[sent:]
     assert len(resent) == 15
     assert all(r["response_format"]["json_schema"]["name"].startswith("Pick") for r in resent)

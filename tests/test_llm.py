@@ -179,3 +179,13 @@ def test_the_key_never_reaches_the_warehouse(
     assert secret not in dump
     warehouse.execute("CHECKPOINT")
     assert secret.encode() not in warehouse.path.read_bytes()
+
+
+def test_openai_hosts_get_the_strict_subset_of_json_schema() -> None:
+    from ifsynth.flows.llm import Route
+    from ifsynth.schemas.answers import instruction_list
+
+    ask_three = Ask(Rendered("t", "h", ({"role": "user", "content": "x"},)), instruction_list(3), "generator", 1, 9)
+    for url, lengths in (("https://api.openai.com/v1", False), ("http://localhost:8000/v1", True)):
+        body = Route(Endpoint(base_url=url)).body(ask_three, "m", 0, [{"role": "user", "content": "x"}])
+        assert ("minLength" in json.dumps(body["response_format"])) is lengths

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from ifsynth.flows.llm import parse_answer
@@ -55,3 +57,10 @@ def test_strict_schema_closes_every_object() -> None:
     schema = strict_schema(RelevanceJudgement)
     assert schema["additionalProperties"] is False
     assert set(schema["required"]) == {"explanation", "score"}
+
+
+def test_string_lengths_can_be_left_out_for_strict_subset_endpoints() -> None:
+    three = instruction_list(3)
+    assert strict_schema(three)["properties"]["instructions"]["items"]["minLength"] == 1
+    portable = strict_schema(three, string_lengths=False)
+    assert "minLength" not in json.dumps(portable) and portable["properties"]["instructions"]["minItems"] == 3

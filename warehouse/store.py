@@ -110,6 +110,7 @@ class Warehouse:
             pid = re.search(r"PID (\d+)", str(exc))
             raise WarehouseInUse(str(self.path), f"pid {pid.group(1)}" if pid else "unknown pid") from None
         self._local = threading.local()
+        self._cursors: list[duckdb.DuckDBPyConnection] = []
         self._lock = threading.RLock()
         self._buffers: dict[str, dict[tuple[Any, ...], dict[str, Any]]] = {name: {} for name in _ARROW}
         self._last_flush = time.monotonic()
@@ -137,12 +138,17 @@ class Warehouse:
             if self._journal is not None:
                 self._journal.close()
                 self._journal = None
+        for cursor in self._cursors:  # cursors of worker threads too, so none outlives the database
+            cursor.close()
+        self._cursors.clear()
         self._db.close()
 
     def _cursor(self) -> duckdb.DuckDBPyConnection:
         cursor = getattr(self._local, "cursor", None)
         if cursor is None:
             cursor = self._local.cursor = self._db.cursor()
+            with self._lock:
+                self._cursors.append(cursor)
         return cursor
 
     def sql(
