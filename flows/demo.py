@@ -12,6 +12,7 @@ DEMO_SETTINGS: dict[str, object] = {
     "instructions_per_query": 2,
     "min_group_size": 1,
     "q1_min_score": 3,
+    "judge_temperature": 1.0,  # greedy, the 135M judge names the first candidate almost always
     "max_noise_passages": 200,
     "max_tokens_instructions": 160,
     "max_tokens_rewrite": 160,
