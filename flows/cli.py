@@ -15,7 +15,7 @@ from typing import Annotated, Any
 
 import typer
 from rich.console import Console
-from rich.table import Table
+from rich.table import Column, Table
 
 from ifsynth.schemas.errors import IfsynthError
 from ifsynth.warehouse import audit as audit_queries
@@ -149,7 +149,7 @@ def runs(ctx: typer.Context, as_json: JsonFlag = False) -> None:
     if as_json:
         _json(rows)
         return
-    table = Table("run", "name", "recipe", "status", "started", "accepted")
+    table = Table(Column("run", no_wrap=True), "name", "recipe", "status", "started", "accepted")
     for r in rows:
         name = "" if r["name"] == r["run_id"] else r["name"]
         table.add_row(
@@ -202,7 +202,7 @@ def audit(
     if as_json:
         _json(rows)
         return
-    table = Table("item", "status", "decided by", "judge", "score", "reason")
+    table = Table(Column("item", no_wrap=True), "status", "decided by", "judge", "score", "reason")
     for r in rows:
         score = "" if r["score"] is None else f"{r['score']:g}"
         table.add_row(
