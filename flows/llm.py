@@ -234,9 +234,10 @@ class Gateway:
 
     def _request(self, ask: Ask, messages: list[dict[str, str]], reask: int) -> tuple[str, dict[str, Any]]:
         route = self.route(ask.role)
-        # A re-ask samples with another seed: the same seed could give back the same unusable answer.
+        # A re-ask samples with another seed: the same seed could give back the same unusable answer, and
+        # since the seed is keyed, two re-asks with identical messages are still two requests.
         body = route.body(ask, self.config.model_for(ask.role), self.seed + reask, messages)
-        return cache_key(route.base_url, body, ask.sample_index, reask), body
+        return cache_key(route.base_url, body, ask.sample_index), body
 
     async def _answer(
         self, stage: str, ask: Ask, request: tuple[str, dict[str, Any]], cache: dict[str, dict[str, Any]]

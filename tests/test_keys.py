@@ -56,8 +56,3 @@ def test_item_ids_are_content_addresses() -> None:
     assert one != item_id("rewrite", ["a", "b"], 1, "other text")
     assert one != item_id("rewrite", ["a", "c"], 1, "text")
     assert one != item_id("instruction", ["a", "b"], 1, "text")
-
-
-def test_reasks_are_distinct_requests() -> None:
-    assert cache_key("http://x/v1", BODY, reask=1) != cache_key("http://x/v1", BODY, reask=2)
-    assert cache_key("http://x/v1", BODY, reask=0) == cache_key("http://x/v1", BODY)

@@ -22,17 +22,10 @@ def sha256(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
-def cache_key(base_url: str, body: dict[str, Any], sample_index: int = 0, reask: int = 0) -> str:
-    """SHA-256 of the canonical request: endpoint, model, messages, schema, sampling, sample index.
-
-    ``reask`` numbers the re-asks after unusable answers: two re-asks may carry the same messages (the
-    same bad answer twice) and must still be two requests.
-    """
+def cache_key(base_url: str, body: dict[str, Any], sample_index: int = 0) -> str:
+    """SHA-256 of the canonical request: endpoint, model, messages, schema, sampling, sample index."""
     keyed = {name: body.get(name) for name in KEYED_FIELDS}
-    identity = {"base_url": base_url.rstrip("/"), "sample_index": sample_index, **keyed}
-    if reask:
-        identity["reask"] = reask
-    return sha256(canonical(identity))
+    return sha256(canonical({"base_url": base_url.rstrip("/"), "sample_index": sample_index, **keyed}))
 
 
 def item_id(kind: str, parents: Iterable[str], *content: Any) -> str:
