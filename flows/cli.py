@@ -258,6 +258,154 @@ def export(
     out.print(f"release {release}: {len(written)} files written to {out_dir.resolve()} ({fmt})")
 
 
+@app.command("import")
+def import_(
+    ctx: typer.Context,
+    fmt: Annotated[str, typer.Argument(metavar="FORMAT", help="beir, instructir, infosearch, followir or infir.")],
+    directory: Annotated[Path, typer.Argument(metavar="DIR", help="The release's folder (or an InF-IR file).")],
+    name: Annotated[str | None, typer.Option(help="Name of the release; default: the folder's name.")] = None,
+    as_json: JsonFlag = False,
+) -> None:
+    """Read a published release into the warehouse, to be measured like a generated one."""
+    from ifsynth.warehouse.imports import import_release
+
+    with _open(ctx, read_only=False) as warehouse:
+        report = import_release(warehouse, fmt, directory, name)
+    if as_json:
+        _json(report)
+        return
+    counts = report["counts"]
+    out.print(
+        f"release [bold]{report['release']}[/bold] ({report['recipe']}): {counts['queries']} queries, "
+        f"{counts['instances']} instances, {counts['corpus']} passages, {counts['qrels']} judgements"
+    )
+    for missing in report["missing"]:
+        err.print(f"missing: {missing} (not imported)", markup=False, highlight=False)
+
+
+@app.command()
+def stats(
+    ctx: typer.Context,
+    release: Annotated[str, typer.Argument(help="A release name, or a run id or name.")],
+    as_json: JsonFlag = False,
+) -> None:
+    """Sizes, word lengths, instruction diversity and, for generated releases, yields and cost per kept row."""
+    from ifsynth.warehouse.stats import stats as release_stats
+
+    with _open(ctx) as warehouse:
+        report = release_stats(warehouse, release_for(warehouse, release))
+    if as_json:
+        _json(report)
+        return
+    table = Table("figure", Column(report["release"], justify="right"))
+    for label, value in _stat_rows(report):
+        table.add_row(label, value)
+    out.print(table)
+    for missing in report.get("missing", []):
+        out.print(f"missing from this release: {missing}")
+
+
+@app.command()
+def diff(
+    ctx: typer.Context,
+    release_a: Annotated[str, typer.Argument(help="A release (or run).")],
+    release_b: Annotated[str, typer.Argument(help="Another release (or run).")],
+    as_json: JsonFlag = False,
+) -> None:
+    """Two releases' figures side by side, with the core queries and passages they share."""
+    from ifsynth.warehouse.stats import diff as release_diff
+
+    with _open(ctx) as warehouse:
+        report = release_diff(warehouse, release_for(warehouse, release_a), release_for(warehouse, release_b))
+    if as_json:
+        _json(report)
+        return
+    right = dict(_stat_rows(report["b"]))
+    names = (report["a"]["release"], report["b"]["release"])
+    table = Table("figure", *(Column(name, justify="right") for name in names))
+    for label, value in _stat_rows(report["a"]):
+        table.add_row(label, value, right.get(label, ""))
+    out.print(table)
+    for what, o in report["overlap"].items():
+        out.print(f"shared {what.replace('_', ' ')}: {o['both']} ({o['a']} vs {o['b']})")
+
+
+def _fmt(value: Any, digits: int = 3) -> str:
+    if value is None:
+        return "-"
+    return f"{value:.{digits}f}" if isinstance(value, float) else str(value)
+
+
+def _stat_rows(report: dict[str, Any]) -> list[tuple[str, str]]:
+    rows = [(key.replace("_", " "), _fmt(report[key], 2)) for key in (
+        "queries", "instances", "instructions_per_query", "corpus", "positives_per_instance")]
+    for what, words in report["words"].items():
+        rows.append((f"{what} words (mean / median)", f"{_fmt(words['mean'], 2)} / {_fmt(words['median'], 1)}"))
+    rows += [(key.replace("_", " "), _fmt(report[key])) for key in ("rouge_l_within_group", "distinct_1", "distinct_2")]
+    generation = report.get("generation")
+    if generation:
+        rows += [(f"yield {stage}", _fmt(value)) for stage, value in generation["yield"].items()]
+        rows.append(("tokens per kept row", _fmt(generation["tokens_per_kept"], 0)))
+        rows.append(("cost per kept row (USD)", _fmt(generation["cost_per_kept_usd"], 5)))
+    return rows
+
+
+@app.command()
+def evaluate(
+    ctx: typer.Context,
+    release: Annotated[str, typer.Argument(help="A release name, or a run id or name.")],
+    retriever: Annotated[str | None, typer.Option(help="bm25: retrieve with the built-in BM25 (bm25s).")] = None,
+    run_file: Annotated[
+        Path | None, typer.Option("--run", help="Score this TREC run (qid Q0 docid rank score tag) instead.")
+    ] = None,
+    out_file: Annotated[
+        Path | None, typer.Option("--out", help="Where BM25 writes its run; default runs/<release>.bm25.trec.")
+    ] = None,
+    depth: Annotated[int, typer.Option(help="Documents BM25 retrieves per query.")] = 1000,
+    reference: Annotated[
+        list[str] | None,
+        typer.Option(
+            help="Compute a reference implementation's variant instead of the paper's: infosearch-wheel, "
+            "infosearch-source (WISE, SICR) or ifir (nDCG, INSTFOL). Repeatable."
+        ),
+    ] = None,
+    as_json: JsonFlag = False,
+) -> None:
+    """Retrieve with BM25 (writing a TREC run) or score your own run, with the metrics of the release's recipe."""
+    from ifsynth.flows import evaluate as evaluation
+    from ifsynth.flows.metrics import REFERENCES
+    from ifsynth.flows.retrieval import read_run, write_run
+
+    if (retriever is None) == (run_file is None):
+        raise typer.BadParameter("give exactly one of --retriever bm25 and --run FILE")
+    if retriever not in (None, "bm25"):
+        raise typer.BadParameter("--retriever must be bm25 (or score any model's output with --run FILE)")
+    for name in reference or []:
+        if name not in REFERENCES or name == "paper":
+            raise typer.BadParameter(f"--reference must be one of {', '.join(REFERENCES[1:])}")
+    with _open(ctx) as warehouse:
+        name = release_for(warehouse, release)
+        view = evaluation.load(warehouse, name)
+        if run_file is not None:
+            run = read_run(run_file)
+            source = str(run_file)
+        else:
+            run = evaluation.bm25_run(warehouse, view, depth)
+            written = write_run(out_file or Path("runs") / f"{name}.bm25.trec", run, tag="ifsynth-bm25")
+            source = str(written)
+            err.print(f"BM25 run written to {written}", markup=False, highlight=False)
+    report = {**evaluation.score(view, run, reference or []), "run": source}
+    if as_json:
+        _json(report)
+        return
+    table = Table("metric", Column(name, justify="right"))
+    for label, value in evaluation.headline(report):
+        table.add_row(label, _fmt(value, 4))
+    out.print(table)
+    if report["queries_without_results"]:
+        out.print(f"{report['queries_without_results']} queries have no result in the run (scored as 0)")
+
+
 def main() -> None:
     try:
         app()

@@ -116,9 +116,7 @@ def pmrr_pair(rank_og: int, rank_new: int) -> float:
     return 1 - (1 / rank_new) / (1 / rank_og)
 
 
-def p_mrr(
-    og: Mapping[str, Scores], new: Mapping[str, Scores], changed: Mapping[str, Sequence[str]]
-) -> float | None:
+def p_mrr(og: Mapping[str, Scores], new: Mapping[str, Scores], changed: Mapping[str, Sequence[str]]) -> float | None:
     """Mean over queries of the mean ``pmrr_pair`` over that query's changed documents (macro).
 
     ``og`` and ``new`` are runs (query -> doc -> score) under the original and the altered instruction;

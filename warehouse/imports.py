@@ -1,0 +1,379 @@
+"""Public releases into the warehouse, so that they and regenerated versions are measured by the same code.
+
+Each reader turns one published layout into the agreed release rows (docs, queries per mode, qrels per mode);
+``import_release`` writes them as a release whose source is ``import:<format>``. Files a layout names but a
+folder lacks (InstructIR's public corpus, for one) are reported, and the rest is still imported.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from ifsynth.warehouse.exceptions import WarehouseError
+from ifsynth.warehouse.store import Warehouse
+
+FORMATS: tuple[str, ...] = ("beir", "instructir", "infosearch", "followir", "infir")
+SEP = "[SEP]"
+INFIR_FIELDS = (
+    "query_positive",
+    "instruction_positive",
+    "document_positive",
+    "query_negative",
+    "instruction_negative",
+    "hard_negative_document_1",
+    "hard_negative_document_2",
+)
+INFIR_MODES = ("positive", "negative_instruction", "negative_query")
+_INSTANCE_ID = re.compile(r"^(.+)_(\d+)$")
+
+
+class ImportFailed(WarehouseError):
+    """A folder that cannot be read as the format asked for."""
+
+
+@dataclass
+class Imported:
+    """A release read from files, before it is written."""
+
+    recipe: str
+    docs: list[dict[str, Any]] = field(default_factory=list)
+    queries: list[dict[str, Any]] = field(default_factory=list)
+    qrels: list[dict[str, Any]] = field(default_factory=list)
+    missing: list[str] = field(default_factory=list)
+
+    def query(self, mode: str, query_id: str, group_id: str, query: str, instruction: str, **meta: Any) -> None:
+        self.queries.append(
+            {
+                "mode": mode,
+                "query_id": query_id,
+                "group_id": group_id,
+                "query": query,
+                "instruction": instruction,
+                "meta": json.dumps(meta, sort_keys=True, ensure_ascii=False),
+            }
+        )
+
+    def doc(self, doc_id: str, text: str, title: str = "", **meta: Any) -> None:
+        self.docs.append({"doc_id": doc_id, "title": title, "text": text, "meta": json.dumps(meta, sort_keys=True)})
+
+
+def import_release(warehouse: Warehouse, fmt: str, directory: str | Path, name: str | None = None) -> dict[str, Any]:
+    """Read ``directory`` as ``fmt`` and write it as the release ``name`` (default: the folder's name)."""
+    if fmt not in FORMATS:
+        raise ImportFailed(f"unknown import format `{fmt}`; known: {', '.join(FORMATS)}")
+    path = Path(directory)
+    if not path.exists():
+        raise ImportFailed(f"no file or folder `{path}`; give the folder of a {fmt} release")
+    name = name or path.resolve().name
+    if warehouse.sql("SELECT 1 FROM releases WHERE name = ?", [name]):
+        raise ImportFailed(f"a release named `{name}` already exists; pass --name with another name")
+    imported = READERS[fmt](path)
+    if not imported.queries:
+        raise ImportFailed(f"no queries found in `{path}` as a {fmt} release; check the folder and the format")
+    _dedupe(imported)
+    card = {
+        "recipe": imported.recipe,
+        "source": f"import:{fmt}",
+        "imported_from": path.resolve().name,
+        "imported_at": datetime.now(UTC).isoformat(timespec="seconds"),
+        "missing": imported.missing,
+        "counts": {
+            "queries": len({(q["group_id"]) for q in imported.queries}),
+            "instances": len({q["query_id"] for q in imported.queries}),
+            "corpus": len(imported.docs),
+            "qrels": len(imported.qrels),
+        },
+    }
+    warehouse.write_release(
+        name=name,
+        run_id=None,
+        recipe=imported.recipe,
+        source=f"import:{fmt}",
+        card=card,
+        docs=pa.Table.from_pylist(imported.docs, schema=_strings("doc_id", "title", "text", "meta")),
+        queries=pa.Table.from_pylist(
+            imported.queries, schema=_strings("mode", "query_id", "group_id", "query", "instruction", "meta")
+        ),
+        qrels=pa.Table.from_pylist(
+            imported.qrels,
+            schema=pa.schema(
+                [("mode", pa.string()), ("query_id", pa.string()), ("doc_id", pa.string()), ("score", pa.int32())]
+            ),
+        ),
+    )
+    return {"release": name, **card}
+
+
+# -- InstructIR and BEIR ----------------------------------------------------------------------------------
+
+
+def read_instructir(path: Path) -> Imported:
+    """InstructIR's release: instructions and queries in two files (or joined by [SEP]), one positive each."""
+    root = path / "INSTRUCTIR" if (path / "INSTRUCTIR").is_dir() else path
+    out = Imported(recipe="instructir")
+    instructions, queries = root / "only_instruction_queries.jsonl", root / "only_queries.jsonl"
+    if instructions.exists() and queries.exists():
+        core = {row["_id"]: row["text"] for row in _jsonl(queries)}
+        for row in _jsonl(instructions):
+            group = _group_of(row["_id"])
+            query = core.get(group) or (row.get("metadata") or {}).get("origin_query", "")
+            out.query("instructed", row["_id"], group, query, row["text"])
+    elif (root / "queries.jsonl").exists():
+        _beir_queries(root / "queries.jsonl", out)
+    else:
+        raise ImportFailed(
+            f"`{root}` has neither only_instruction_queries.jsonl with only_queries.jsonl nor queries.jsonl"
+        )
+    _corpus(root, out)
+    out.qrels = _qrels(_split_file(root / "qrels", out), "instructed")
+    return out
+
+
+def read_beir(path: Path) -> Imported:
+    """A BEIR folder. Instructions come from ``metadata.instruction`` (ifsynth's exports) or an
+    ``instruction [SEP] query`` text (InstructIR's); without them the queries are plain (mode ``original``)."""
+    out = Imported(recipe="beir")
+    if not (path / "queries.jsonl").exists():
+        raise ImportFailed(f"`{path}` has no queries.jsonl; a BEIR folder holds corpus.jsonl, queries.jsonl, qrels/")
+    _beir_queries(path / "queries.jsonl", out)
+    instructed = any(q["instruction"] for q in out.queries)
+    mode = "instructed" if instructed else "original"
+    if instructed:
+        out.recipe = "instructir"
+    else:
+        for q in out.queries:
+            q["mode"] = mode
+    _corpus(path, out)
+    out.qrels = _qrels(_split_file(path / "qrels", out), mode)
+    return out
+
+
+def _beir_queries(path: Path, out: Imported) -> None:
+    rows = list(_jsonl(path))
+    split = [_split_query(row) for row in rows]
+    ids = [row["_id"] for row in rows]
+    numbered = all(_INSTANCE_ID.match(i) for i in ids) and any(instr for _, instr in split)
+    first_of_query: dict[str, str] = {}
+    for row, (query, instruction) in zip(rows, split, strict=True):
+        meta = row.get("metadata") or {}
+        group = meta.get("group_id") or (
+            _group_of(row["_id"]) if numbered else first_of_query.setdefault(query, row["_id"])
+        )
+        out.query("instructed", row["_id"], group, query, instruction)
+
+
+def _split_query(row: dict[str, Any]) -> tuple[str, str]:
+    meta = row.get("metadata") or {}
+    text = row.get("text", "")
+    if "instruction" in meta and "origin_query" in meta:
+        return meta["origin_query"], meta["instruction"]
+    if row.get("instruction"):
+        return text, row["instruction"]
+    if SEP in text:
+        instruction, _, query = text.partition(SEP)
+        return query.strip(), instruction.strip()
+    return text, ""
+
+
+def _group_of(instance_id: str) -> str:
+    match = _INSTANCE_ID.match(instance_id)
+    return match.group(1) if match else instance_id
+
+
+# -- InfoSearch and FollowIR --------------------------------------------------------------------------------
+
+
+def read_infosearch(path: Path) -> Imported:
+    """One folder per dimension (or one dimension folder): queries with ``instruction_og|changed|reversed``,
+    ``qrels_<mode>/test.tsv`` per mode."""
+    out = Imported(recipe="infosearch")
+    dimensions = sorted(p for p in path.iterdir() if p.is_dir() and (p / "queries.jsonl").exists())
+    if (path / "queries.jsonl").exists():
+        dimensions = [path]
+    if not dimensions:
+        raise ImportFailed(f"`{path}` has no queries.jsonl, nor subfolders (one per dimension) that have one")
+    parts = [_modes_folder(d, ("og", "changed", "reversed"), dimension=d.name) for d in dimensions]
+    _merge(out, parts, prefix=len(parts) > 1)
+    return out
+
+
+def read_followir(path: Path) -> Imported:
+    """FollowIR's layout: queries with ``instruction_og`` and ``instruction_changed``, qrels per mode."""
+    out = Imported(recipe="followir")
+    if not (path / "queries.jsonl").exists():
+        raise ImportFailed(f"`{path}` has no queries.jsonl; a FollowIR folder also holds qrels_og/, qrels_changed/")
+    _merge(out, [_modes_folder(path, ("og", "changed"), dimension=None)], prefix=False)
+    return out
+
+
+def _modes_folder(path: Path, modes: tuple[str, ...], dimension: str | None) -> Imported:
+    part = Imported(recipe="")
+    rows = list(_jsonl(path / "queries.jsonl"))
+    first_of_query: dict[str, str] = {}
+    present = [mode for mode in modes if _split_file(path / f"qrels_{mode}", part, required=False) is not None]
+    for mode in modes:
+        if mode not in present:
+            part.missing.append(f"{_where(path, dimension)}qrels_{mode}/")
+    for row in rows:
+        group = row.get("group_id") or first_of_query.setdefault(row.get("text", ""), row["_id"])
+        meta = {"dimension": dimension} if dimension else {}
+        if row.get("condition") is not None:
+            meta["condition"] = row["condition"]
+        for mode in present:
+            part.query(mode, row["_id"], group, row.get("text", ""), row.get(f"instruction_{mode}") or "", **meta)
+    for mode in present:
+        part.qrels += _qrels(_split_file(path / f"qrels_{mode}", part), mode)
+    _corpus(path, part, dimension=dimension)
+    return part
+
+
+def _merge(out: Imported, parts: list[Imported], *, prefix: bool) -> None:
+    """Put dimensions together; ids are prefixed with the dimension only when two dimensions share one."""
+    if prefix:
+        seen_q: set[str] = set()
+        seen_d: set[str] = set()
+        clash = False
+        for part in parts:
+            q_ids, d_ids = {q["query_id"] for q in part.queries}, {d["doc_id"] for d in part.docs}
+            clash = clash or bool(q_ids & seen_q) or bool(d_ids & seen_d)
+            seen_q |= q_ids
+            seen_d |= d_ids
+        prefix = clash
+    for part in parts:
+        tag = json.loads(part.queries[0]["meta"]).get("dimension", "") + "/" if prefix and part.queries else ""
+        for q in part.queries:
+            out.queries.append({**q, "query_id": tag + q["query_id"], "group_id": tag + q["group_id"]})
+        out.qrels += [{**r, "query_id": tag + r["query_id"], "doc_id": tag + r["doc_id"]} for r in part.qrels]
+        out.docs += [{**d, "doc_id": tag + d["doc_id"]} for d in part.docs]
+        out.missing += part.missing
+
+
+def _where(path: Path, dimension: str | None) -> str:
+    return f"{dimension}/" if dimension else ""
+
+
+# -- InF-IR ---------------------------------------------------------------------------------------------------
+
+
+def read_infir(path: Path) -> Imported:
+    """InF-IR training rows (JSONL or Parquet, a file or a folder of them): one tuple = three instructed queries
+    (positive, poisoned instruction, poisoned query), each with its own intended passage."""
+    out = Imported(recipe="infir")
+    files = [path] if path.is_file() else sorted(p for p in path.rglob("*") if p.suffix in (".jsonl", ".parquet"))
+    if not files:
+        raise ImportFailed(f"`{path}` holds no .jsonl or .parquet file of InF-IR rows")
+    index = 0
+    for file in files:
+        rows = pq.read_table(file).to_pylist() if file.suffix == ".parquet" else _jsonl(file)
+        for row in rows:
+            if "document_positive" not in row and "document" in row:
+                row["document_positive"] = row["document"]
+            absent = [name for name in INFIR_FIELDS if name not in row]
+            if absent:
+                raise ImportFailed(
+                    f"`{file.name}` row {index + 1} lacks {', '.join(absent)}; InF-IR rows have all of "
+                    f"{', '.join(INFIR_FIELDS)}"
+                )
+            index += 1
+            tuple_id = str(row.get("id") or row.get("tuple_id") or f"t{index:07d}")
+            _infir_tuple(out, tuple_id, row)
+    return out
+
+
+def _infir_tuple(out: Imported, tuple_id: str, row: dict[str, Any]) -> None:
+    passages = (row["document_positive"], row["hard_negative_document_1"], row["hard_negative_document_2"])
+    asks = (
+        (row["query_positive"], row["instruction_positive"]),
+        (row["query_positive"], row["instruction_negative"]),
+        (row["query_negative"], row["instruction_positive"]),
+    )
+    doc_ids = [f"{tuple_id}-{mode}" for mode in INFIR_MODES]
+    for mode, doc_id, text in zip(INFIR_MODES, doc_ids, passages, strict=True):
+        out.doc(doc_id, text, role=mode, tuple=tuple_id)
+    for mode, (query, instruction), intended in zip(INFIR_MODES, asks, doc_ids, strict=True):
+        out.query(mode, tuple_id, tuple_id, query, instruction)
+        out.qrels += [
+            {"mode": mode, "query_id": tuple_id, "doc_id": doc_id, "score": int(doc_id == intended)}
+            for doc_id in doc_ids
+        ]
+
+
+# -- files ------------------------------------------------------------------------------------------------------
+
+
+def _jsonl(path: Path) -> Iterator[dict[str, Any]]:
+    with path.open(encoding="utf-8") as handle:
+        for number, line in enumerate(handle, start=1):
+            if line.strip():
+                try:
+                    yield json.loads(line)
+                except json.JSONDecodeError as exc:
+                    raise ImportFailed(f"`{path.name}` line {number} is not JSON: {exc.msg}") from None
+
+
+def _corpus(root: Path, out: Imported, dimension: str | None = None) -> None:
+    corpus = root / "corpus.jsonl"
+    if not corpus.exists():
+        out.missing.append(f"{_where(root, dimension)}corpus.jsonl")
+        return
+    meta = {"dimension": dimension} if dimension else {}
+    for row in _jsonl(corpus):
+        out.doc(str(row["_id"]), row.get("text", ""), row.get("title") or "", **meta)
+
+
+def _split_file(qrels_dir: Path, out: Imported, *, required: bool = True) -> Path | None:
+    """``test.tsv`` if there is one, else the only TSV of the folder."""
+    if (qrels_dir / "test.tsv").exists():
+        return qrels_dir / "test.tsv"
+    found = sorted(qrels_dir.glob("*.tsv")) if qrels_dir.is_dir() else []
+    if len(found) == 1:
+        return found[0]
+    if required:
+        out.missing.append(f"{qrels_dir.name}/test.tsv")
+    return None
+
+
+def _qrels(path: Path | None, mode: str) -> list[dict[str, Any]]:
+    if path is None:
+        return []
+    rows = []
+    with path.open(encoding="utf-8", newline="") as handle:
+        for line in csv.reader(handle, delimiter="\t"):
+            if len(line) < 3:
+                continue
+            try:
+                score = int(float(line[-1]))
+            except ValueError:
+                continue  # the header
+            rows.append({"mode": mode, "query_id": line[0], "doc_id": line[-2], "score": score})
+    return rows
+
+
+def _dedupe(imported: Imported) -> None:
+    """The release tables key on (mode, query) and (mode, query, doc); a repeated row keeps its last value."""
+    imported.queries = list({(q["mode"], q["query_id"]): q for q in imported.queries}.values())
+    imported.qrels = list({(r["mode"], r["query_id"], r["doc_id"]): r for r in imported.qrels}.values())
+    imported.docs = list({d["doc_id"]: d for d in imported.docs}.values())
+
+
+def _strings(*names: str) -> pa.Schema:
+    return pa.schema([(name, pa.string()) for name in names])
+
+
+READERS = {
+    "beir": read_beir,
+    "instructir": read_instructir,
+    "infosearch": read_infosearch,
+    "followir": read_followir,
+    "infir": read_infir,
+}

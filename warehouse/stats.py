@@ -1,0 +1,206 @@
+"""What a release looks like, in the figures the papers report: sizes, lengths, instruction diversity, and
+for generated releases what each stage kept and what a kept row cost. Pure reads of the release tables.
+
+ROUGE-L follows the ``rouge-score`` package (lowercase, non-alphanumerics to spaces, Porter stemming of tokens
+longer than three characters, F1 of the longest common subsequence); the LCS is bit-parallel, so the ~36k
+instruction pairs of InstructIR take about a second rather than a minute.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import statistics
+from collections.abc import Iterable, Sequence
+from functools import lru_cache
+from itertools import combinations
+from typing import Any
+
+import Stemmer
+
+from ifsynth.warehouse.exceptions import UnknownRelease
+from ifsynth.warehouse.store import Warehouse
+
+# The mode whose instructions stand for a release's instructions, in order of preference: a release of
+# several modes (InfoSearch, FollowIR, InF-IR) measures the instructions that carry its conditions.
+INSTRUCTED_MODES = ("instructed", "changed", "positive")
+
+_NON_ALNUM = re.compile(r"[^a-z0-9]+")
+_porter = Stemmer.Stemmer("porter")
+
+
+@lru_cache(maxsize=200_000)
+def _stem(token: str) -> str:
+    return _porter.stemWord(token) if len(token) > 3 else token
+
+
+def rouge_tokens(text: str, *, stem: bool = True) -> list[str]:
+    tokens = _NON_ALNUM.sub(" ", text.lower()).split()
+    return [_stem(t) for t in tokens] if stem else tokens
+
+
+def lcs_length(a: Sequence[str], b: Sequence[str]) -> int:
+    """Length of the longest common subsequence, bit-parallel over ``a`` (Hyyrö 2004)."""
+    if not a or not b:
+        return 0
+    masks: dict[str, int] = {}
+    for i, token in enumerate(a):
+        masks[token] = masks.get(token, 0) | (1 << i)
+    full = (1 << len(a)) - 1
+    v = full
+    for token in b:
+        u = v & masks.get(token, 0)
+        v = ((v + u) | (v - u)) & full
+    return len(a) - v.bit_count()
+
+
+def rouge_l_f1(a: Sequence[str], b: Sequence[str]) -> float:
+    lcs = lcs_length(a, b)
+    if lcs == 0:
+        return 0.0
+    precision, recall = lcs / len(b), lcs / len(a)
+    return 2 * precision * recall / (precision + recall)
+
+
+def rouge_l_within_groups(groups: Iterable[Sequence[str]], *, stem: bool = True) -> float | None:
+    """Mean ROUGE-L F1 over every pair of one group's texts, then the mean over groups of two or more."""
+    per_group = []
+    for texts in groups:
+        tokens = [rouge_tokens(t, stem=stem) for t in texts]
+        if len(tokens) < 2:
+            continue
+        per_group.append(statistics.fmean(rouge_l_f1(a, b) for a, b in combinations(tokens, 2)))
+    return statistics.fmean(per_group) if per_group else None
+
+
+def distinct_n(texts: Iterable[str], n: int) -> float | None:
+    """Distinct n-grams over all n-grams of the texts (lowercased, alphanumeric tokens)."""
+    seen: set[tuple[str, ...]] = set()
+    total = 0
+    for text in texts:
+        tokens = rouge_tokens(text, stem=False)
+        grams = [tuple(tokens[i : i + n]) for i in range(len(tokens) - n + 1)]
+        seen.update(grams)
+        total += len(grams)
+    return len(seen) / total if total else None
+
+
+def _words(texts: Sequence[str]) -> dict[str, float | None]:
+    lengths = [len(t.split()) for t in texts]
+    if not lengths:
+        return {"mean": None, "median": None, "n": 0}
+    return {"mean": statistics.fmean(lengths), "median": float(statistics.median(lengths)), "n": len(lengths)}
+
+
+def release_meta(warehouse: Warehouse, release: str) -> dict[str, Any]:
+    rows = warehouse.sql("SELECT name, run_id, recipe, source, card FROM releases WHERE name = ?", [release])
+    if not rows:
+        raise UnknownRelease(release)
+    return rows[0]
+
+
+def instructed_mode(modes: Sequence[str]) -> str:
+    return next((m for m in INSTRUCTED_MODES if m in modes), sorted(modes)[0])
+
+
+def stats(warehouse: Warehouse, release: str) -> dict[str, Any]:
+    meta = release_meta(warehouse, release)
+    modes = [
+        r["mode"]
+        for r in warehouse.sql("SELECT DISTINCT mode FROM release_queries WHERE release = ? ORDER BY mode", [release])
+    ]
+    mode = instructed_mode(modes) if modes else None
+    rows = warehouse.sql(
+        "SELECT query_id, group_id, query, instruction FROM release_queries WHERE release = ? AND mode = ? "
+        "ORDER BY group_id, query_id",
+        [release, mode],
+    )
+    counts = warehouse.sql(
+        "SELECT count(DISTINCT group_id) AS queries, count(DISTINCT query_id) AS instances "
+        "FROM release_queries WHERE release = ?",
+        [release],
+    )[0]
+    corpus = warehouse.sql("SELECT count(*) AS n FROM release_docs WHERE release = ?", [release])[0]["n"]
+    positives = warehouse.sql(
+        "SELECT avg(n) AS mean FROM (SELECT count(r.doc_id) FILTER (WHERE r.score > 0) AS n "
+        "FROM release_queries q LEFT JOIN release_qrels r USING (release, mode, query_id) "
+        "WHERE q.release = ? AND q.mode = ? GROUP BY q.query_id)",
+        [release, mode],
+    )[0]["mean"]
+    passages = [r["text"] for r in warehouse.sql("SELECT text FROM release_docs WHERE release = ?", [release])]
+    groups: dict[str, list[str]] = {}
+    for r in rows:
+        if r["instruction"]:
+            groups.setdefault(r["group_id"], []).append(r["instruction"])
+    instructions = [i for texts in groups.values() for i in texts]
+    report: dict[str, Any] = {
+        "release": release,
+        "recipe": meta["recipe"],
+        "source": meta["source"],
+        "modes": modes,
+        "measured_mode": mode,
+        "queries": counts["queries"],
+        "instances": counts["instances"],
+        "instructions_per_query": counts["instances"] / counts["queries"] if counts["queries"] else None,
+        "corpus": corpus,
+        "positives_per_instance": positives,
+        "words": {
+            "instruction": _words(instructions),
+            "query": _words([r["query"] for r in rows]),
+            "passage": _words(passages),
+        },
+        "rouge_l_within_group": rouge_l_within_groups(groups.values()),
+        "distinct_1": distinct_n(instructions, 1),
+        "distinct_2": distinct_n(instructions, 2),
+    }
+    missing = _missing(meta)
+    if missing:
+        report["missing"] = missing
+    if meta["run_id"]:
+        report["generation"] = _generation(warehouse, meta["run_id"], counts["instances"])
+    return report
+
+
+def _missing(meta: dict[str, Any]) -> list[str]:
+    return list(json.loads(meta["card"]).get("missing", []))
+
+
+def _generation(warehouse: Warehouse, run_id: str, kept: int) -> dict[str, Any]:
+    """Per-stage yield and what one kept instance cost in tokens (and dollars, when prices were configured)."""
+    stages = warehouse.sql("SELECT stage, n_in, n_out FROM stage_counts WHERE run_id = ? ORDER BY ord", [run_id])
+    calls = warehouse.sql(
+        "SELECT coalesce(sum(prompt_tokens), 0) AS prompt, coalesce(sum(completion_tokens), 0) AS completion, "
+        "sum(cost) AS cost FROM llm_calls WHERE run_id = ? AND error IS NULL",
+        [run_id],
+    )[0]
+    return {
+        "run": run_id,
+        "yield": {s["stage"]: (s["n_out"] / s["n_in"] if s["n_in"] else None) for s in stages},
+        "tokens": {"prompt": calls["prompt"], "completion": calls["completion"]},
+        "tokens_per_kept": _per(calls["prompt"] + calls["completion"], kept),
+        "cost_usd": calls["cost"],
+        "cost_per_kept_usd": _per(calls["cost"], kept),
+    }
+
+
+def _per(total: float | None, kept: int) -> float | None:
+    return total / kept if kept and total is not None else None
+
+
+def diff(warehouse: Warehouse, a: str, b: str) -> dict[str, Any]:
+    """Two releases' figures side by side, with how many core queries and passages they share (by text)."""
+    left, right = stats(warehouse, a), stats(warehouse, b)
+    shared = {}
+    for what, sql in (
+        ("core_queries", "SELECT DISTINCT query AS t FROM release_queries WHERE release = ?"),
+        ("passages", "SELECT DISTINCT text AS t FROM release_docs WHERE release = ?"),
+    ):
+        x = {r["t"] for r in warehouse.sql(sql, [a])}
+        y = {r["t"] for r in warehouse.sql(sql, [b])}
+        shared[what] = {
+            "a": len(x),
+            "b": len(y),
+            "both": len(x & y),
+            "jaccard": len(x & y) / len(x | y) if x | y else None,
+        }
+    return {"a": left, "b": right, "overlap": shared}
