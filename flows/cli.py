@@ -369,6 +369,18 @@ def evaluate(
             "infosearch-source (WISE, SICR) or ifir (nDCG, INSTFOL). Repeatable."
         ),
     ] = None,
+    instfol: Annotated[
+        bool,
+        typer.Option("--instfol", help="Also INSTFOL@20: an LLM judge grades the top 20, instructed vs bare."),
+    ] = False,
+    query_run: Annotated[
+        Path | None, typer.Option(help="With --run and --instfol: your model's run over the bare queries.")
+    ] = None,
+    base_url: Annotated[str | None, typer.Option(help="INSTFOL judge: an OpenAI-compatible endpoint.")] = None,
+    judge_model: Annotated[str | None, typer.Option(help="INSTFOL judge: the model (default gpt-4o-mini).")] = None,
+    structured_output: Annotated[
+        str, typer.Option(help="INSTFOL judge: json_schema, json_object or none.")
+    ] = "json_schema",
     as_json: JsonFlag = False,
 ) -> None:
     """Retrieve with BM25 (writing a TREC run) or score your own run, with the metrics of the release's recipe."""
@@ -383,7 +395,9 @@ def evaluate(
     for name in reference or []:
         if name not in REFERENCES or name == "paper":
             raise typer.BadParameter(f"--reference must be one of {', '.join(REFERENCES[1:])}")
-    with _open(ctx) as warehouse:
+    if instfol and run_file is not None and query_run is None:
+        raise typer.BadParameter("--instfol with --run also needs --query-run FILE (your run over the bare queries)")
+    with _open(ctx, read_only=not instfol) as warehouse:
         name = release_for(warehouse, release)
         view = evaluation.load(warehouse, name)
         if run_file is not None:
@@ -394,7 +408,12 @@ def evaluate(
             written = write_run(out_file or Path("runs") / f"{name}.bm25.trec", run, tag="ifsynth-bm25")
             source = str(written)
             err.print(f"BM25 run written to {written}", markup=False, highlight=False)
-    report = {**evaluation.score(view, run, reference or []), "run": source}
+        report = {**evaluation.score(view, run, reference or []), "run": source}
+        if instfol:
+            judged = _instfol(
+                warehouse, view, run, query_run, depth, base_url, judge_model, structured_output, reference or []
+            )
+            report.update(judged)
     if as_json:
         _json(report)
         return
@@ -404,6 +423,30 @@ def evaluate(
     out.print(table)
     if report["queries_without_results"]:
         out.print(f"{report['queries_without_results']} queries have no result in the run (scored as 0)")
+
+
+def _instfol(
+    warehouse: Warehouse,
+    view: Any,
+    run: Any,
+    query_run: Path | None,
+    depth: int,
+    base_url: str | None,
+    judge_model: str | None,
+    structured_output: str,
+    references: list[str],
+) -> dict[str, Any]:
+    from ifsynth.flows import evaluate as evaluation
+    from ifsynth.flows.instfol import Judge, instfol
+    from ifsynth.flows.resolve import OPENAI_BASE_URL, OPENAI_DEFAULT_MODEL
+    from ifsynth.flows.retrieval import read_run
+
+    if base_url is None and not os.environ.get("OPENAI_API_KEY"):
+        raise typer.BadParameter("--instfol needs a judge: --base-url (and --judge-model), or OPENAI_API_KEY")
+    judge = Judge(base_url or OPENAI_BASE_URL, judge_model or OPENAI_DEFAULT_MODEL, structured_output)
+    bare = read_run(query_run) if query_run else evaluation.bm25_run(warehouse, view, depth, instructions=False)
+    reference = "ifir" if "ifir" in references else "paper"
+    return instfol(warehouse, view, run, bare, judge, reference=reference)
 
 
 def main() -> None:

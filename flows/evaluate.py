@@ -61,10 +61,10 @@ class ReleaseView:
     def run_qid(self, mode: str, query_id: str) -> str:
         return query_id if len(self.queries) == 1 else f"{query_id}-{mode}"
 
-    def texts(self) -> dict[str, str]:
-        """What the retriever is given, per run-file query id."""
+    def texts(self, instructions: bool = True) -> dict[str, str]:
+        """What the retriever is given, per run-file query id; the bare queries for a query-only run."""
         return {
-            self.run_qid(mode, qid): f"{row['instruction']} {row['query']}".strip()
+            self.run_qid(mode, qid): f"{row['instruction'] if instructions else ''} {row['query']}".strip()
             for mode, rows in self.queries.items()
             for qid, row in rows.items()
         }
@@ -93,10 +93,10 @@ def corpus(warehouse: Warehouse, view: ReleaseView) -> list[tuple[str, str]]:
     return [(r["doc_id"], f"{r['title']} {r['text']}".strip()) for r in rows]
 
 
-def bm25_run(warehouse: Warehouse, view: ReleaseView, depth: int = 1000) -> Run:
+def bm25_run(warehouse: Warehouse, view: ReleaseView, depth: int = 1000, instructions: bool = True) -> Run:
     from ifsynth.flows.retrieval import bm25
 
-    return bm25(corpus(warehouse, view), view.texts(), depth)
+    return bm25(corpus(warehouse, view), view.texts(instructions), depth)
 
 
 def score(view: ReleaseView, run: Run, references: Sequence[Reference] = ()) -> dict[str, Any]:

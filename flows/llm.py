@@ -30,6 +30,7 @@ from ifsynth.flows.local_model import LOCAL_BASE_URL, LocalModelTransport
 from ifsynth.prompts.registry import Rendered
 from ifsynth.schemas.answers import Answer, strict_schema
 from ifsynth.schemas.config import Endpoint, Role, RunConfig
+from ifsynth.schemas.errors import IfsynthError
 from ifsynth.schemas.records import CallRecord
 from ifsynth.warehouse.keys import cache_key
 from ifsynth.warehouse.store import Warehouse
@@ -51,6 +52,7 @@ class Ask:
     temperature: float
     max_tokens: int
     sample_index: int = 0
+    logprobs: int | None = None  # ask for this many top log-probabilities per answer token
 
 
 @dataclass
@@ -62,6 +64,7 @@ class Reply:
     raw: str | None = None
     cached: int = 0
     sent: int = 0
+    logprobs: list[dict[str, Any]] | None = None  # per answer token: token, logprob, top_logprobs
 
 
 def public_url(url: str) -> str:
@@ -175,6 +178,10 @@ class Route:
             "max_tokens": ask.max_tokens,
             "seed": seed,
         }
+        if ask.logprobs is not None:
+            if self.endpoint.base_url == LOCAL_BASE_URL:
+                raise LogprobsUnsupported("the embedded local model returns no token log-probabilities")
+            body["logprobs"], body["top_logprobs"] = True, ask.logprobs
         style = self.endpoint.structured_output
         if style == "json_schema":
             body["response_format"] = {
@@ -250,9 +257,10 @@ class Gateway:
             if hit is not None:
                 reply.cached += 1
                 text, finish = hit["response"], hit["finish_reason"]
+                reply.logprobs = json.loads(hit["logprobs"]) if hit.get("logprobs") else None
             else:
                 try:
-                    text, finish, attempts = await self._send(stage, ask, key, body)
+                    text, finish, reply.logprobs, attempts = await self._send(stage, ask, key, body)
                     reply.sent += attempts
                 except _Failed as failure:
                     reply.sent += failure.attempts
@@ -278,7 +286,9 @@ class Gateway:
             request = self._request(ask, messages, reask + 1)
         return reply
 
-    async def _send(self, stage: str, ask: Ask, key: str, body: dict[str, Any]) -> tuple[str | None, str | None, int]:
+    async def _send(
+        self, stage: str, ask: Ask, key: str, body: dict[str, Any]
+    ) -> tuple[str | None, str | None, list[dict[str, Any]] | None, int]:
         """Send with retries; every attempt becomes a row in llm_calls."""
         route = self.route(ask.role)
         attempts = 0
@@ -300,7 +310,7 @@ class Gateway:
 
     async def _attempt(
         self, stage: str, ask: Ask, key: str, body: dict[str, Any], route: Route, attempt: int
-    ) -> tuple[str | None, str | None]:
+    ) -> tuple[str | None, str | None, list[dict[str, Any]] | None]:
         record = {
             "call_id": uuid.uuid4().hex,
             "key": key,
@@ -336,6 +346,7 @@ class Gateway:
         choice = completion.choices[0] if completion.choices else None
         text = choice.message.content if choice is not None else None
         finish = choice.finish_reason if choice is not None else None
+        logprobs = _token_logprobs(choice)
         usage = completion.usage
         prompt_tokens = usage.prompt_tokens if usage else None
         completion_tokens = usage.completion_tokens if usage else None
@@ -349,15 +360,37 @@ class Gateway:
                 latency_ms=latency,
                 cost=self._cost(body["model"], prompt_tokens, completion_tokens),
                 http_status=raw.status_code,
+                logprobs=logprobs,
             )
         )
-        return text, finish
+        return text, finish, logprobs
 
     def _cost(self, model: str, prompt_tokens: int | None, completion_tokens: int | None) -> float | None:
         price = self.config.prices.get(model)
         if price is None or prompt_tokens is None or completion_tokens is None:
             return None
         return (prompt_tokens * price.input + completion_tokens * price.output) / 1e6
+
+
+class LogprobsUnsupported(IfsynthError):
+    """Token log-probabilities were asked of an endpoint that cannot give them."""
+
+    exit_code = 2
+
+
+def _token_logprobs(choice: Any) -> list[dict[str, Any]] | None:
+    """The answer's tokens with their log-probabilities and alternatives, when the endpoint returned them."""
+    content = getattr(getattr(choice, "logprobs", None), "content", None)
+    if not content:
+        return None
+    return [
+        {
+            "token": t.token,
+            "logprob": t.logprob,
+            "top_logprobs": [{"token": a.token, "logprob": a.logprob} for a in t.top_logprobs or []],
+        }
+        for t in content
+    ]
 
 
 class _Failed(Exception):

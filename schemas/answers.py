@@ -93,3 +93,20 @@ def strict_schema(model: type[BaseModel], *, string_lengths: bool = True) -> dic
     close(schema)
     schema.pop("title", None)
     return schema
+
+
+class InstructionFit(Answer):
+    """An LLM judge's grade of one retrieved passage (INSTFOL); its only field, so the grade is the first
+    number in the answer and its token's log-probabilities can be read."""
+
+    score: int
+
+
+@cache
+def instruction_fit(maximum: int) -> type[InstructionFit]:
+    """A grade from 0 to ``maximum``."""
+    return create_model(
+        f"InstructionFit{maximum}",
+        __base__=InstructionFit,
+        score=(Literal[tuple(range(maximum + 1))], ...),
+    )

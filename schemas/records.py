@@ -39,6 +39,7 @@ class CallRecord(Record):
     error: str | None = None
     attempt: int = 1
     created_at: datetime = Field(default_factory=datetime.now)
+    logprobs: list[dict[str, Any]] | None = None
 
 
 class ItemRecord(Record):

@@ -16,6 +16,7 @@ import contextlib
 import dataclasses
 import hashlib
 import json
+import math
 import random
 import re
 import signal
@@ -323,7 +324,7 @@ class FakeOpenAI:
                     "index": 0,
                     "message": {"role": "assistant", "content": content},
                     "finish_reason": finish_reason,
-                    "logprobs": None,
+                    "logprobs": _logprobs(content, body.get("top_logprobs") or 0) if body.get("logprobs") else None,
                 }
             ],
             "usage": {
@@ -420,6 +421,32 @@ def _answer(body: dict[str, Any], settings: _Settings, rng: random.Random) -> tu
     if json_mode:
         return "", _dump(_Sampler(_PLAIN_JSON_ANSWER, rng).sample(_PLAIN_JSON_ANSWER)), ""
     return "", " ".join(rng.choice(WORDS) for _ in range(rng.randint(3, 8))), ""
+
+
+_TOKEN = re.compile(r"\s*\w+|\s*[^\w\s]|\s+$")
+DIGIT_SPREAD = (0.6, 0.25, 0.15)  # a digit token's probability, then its two neighbours'
+
+
+def _logprobs(content: str, top: int) -> dict[str, Any]:
+    """Deterministic token log-probabilities: a digit token keeps 0.6 and gives 0.25 and 0.15 to its neighbour
+    digits (upper first), any other token is certain."""
+
+    def entry(token: str, p: float) -> dict[str, Any]:
+        return {"token": token, "logprob": math.log(p), "bytes": list(token.encode())}
+
+    tokens = []
+    for token in _TOKEN.findall(content):
+        text = token.strip()
+        if text.isdigit() and len(text) == 1:
+            d = int(text)
+            neighbours = [n for n in (d + 1, d - 1, d + 2, d - 2) if 0 <= n <= 9][:2]
+            spread = [(token, DIGIT_SPREAD[0])] + [
+                (token.replace(text, str(n)), p) for n, p in zip(neighbours, DIGIT_SPREAD[1:], strict=True)
+            ]
+        else:
+            spread = [(token, 1.0)]
+        tokens.append({**entry(*spread[0]), "top_logprobs": [entry(t, p) for t, p in spread[:top]]})
+    return {"content": tokens, "refusal": None}
 
 
 def _dump(value: Any) -> str:

@@ -76,7 +76,7 @@ def test_an_existing_name_and_a_missing_folder_are_one_line_errors(
     with pytest.raises(IfsynthError, match="unknown import format"):
         import_release(wh, "msmarco", tmp_path, name="x")
     view = evaluate.load(wh, "orig")
-    with pytest.raises(ConfigError, match="has no corpus .*corpus.jsonl.*--run FILE"):
+    with pytest.raises(ConfigError, match=r"has no corpus .*corpus\.jsonl.*--run FILE"):
         evaluate.bm25_run(wh, view)
 
 
@@ -122,10 +122,10 @@ def test_infosearch_folder_of_dimensions(tmp_path: Path) -> None:
         # ids clash across dimensions, so they are prefixed with the dimension
         assert ("reversed", "Source/0") in modes and ("reversed", "Audience/0") not in modes
         assert ("changed", "Audience/1") in modes
-        source0 = [r for r in rows if r["query_id"] == "Source/0" and r["mode"] == "changed"][0]
+        source0 = next(r for r in rows if r["query_id"] == "Source/0" and r["mode"] == "changed")
         assert source0["instruction"] == "as a blog" and source0["group_id"] == "Source/0"
         assert json.loads(source0["meta"]) == {"dimension": "Source"}
-        assert [r["group_id"] for r in rows if r["query_id"] == "Source/1"][0] == "Source/0"
+        assert next(r["group_id"] for r in rows if r["query_id"] == "Source/1") == "Source/0"
         docs = wh.sql("SELECT doc_id, meta FROM release_docs WHERE doc_id = 'Source/a'")
         assert json.loads(docs[0]["meta"]) == {"dimension": "Source"}
 

@@ -56,3 +56,11 @@ def test_item_ids_are_content_addresses() -> None:
     assert one != item_id("rewrite", ["a", "b"], 1, "other text")
     assert one != item_id("rewrite", ["a", "c"], 1, "text")
     assert one != item_id("instruction", ["a", "b"], 1, "text")
+
+
+def test_logprobs_are_keyed_only_when_asked() -> None:
+    key = cache_key("http://x/v1", BODY)
+    # a request that never asked keeps the key it had before log-probabilities were keyable
+    assert key == cache_key("http://x/v1", {**BODY, "logprobs": None, "top_logprobs": None})
+    asked = cache_key("http://x/v1", {**BODY, "logprobs": True, "top_logprobs": 5})
+    assert asked != key != cache_key("http://x/v1", {**BODY, "logprobs": True, "top_logprobs": 3}) != asked

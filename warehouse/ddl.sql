@@ -117,3 +117,6 @@ CREATE TABLE IF NOT EXISTS release_qrels (
     score    INTEGER NOT NULL,
     PRIMARY KEY (release, mode, query_id, doc_id)
 );
+
+-- Token log-probabilities of an answer, when the request asked for them (LLM-judge metrics such as INSTFOL).
+ALTER TABLE llm_calls ADD COLUMN IF NOT EXISTS logprobs JSON;

@@ -12,6 +12,8 @@ from typing import Any
 
 # Request fields that decide the answer. Anything else (timeouts, concurrency, the key) stays out.
 KEYED_FIELDS = ("model", "messages", "response_format", "temperature", "top_p", "max_tokens", "seed")
+# Keyed only when a request sets them, so the keys of requests without them stay as they were.
+OPTIONAL_KEYED_FIELDS = ("logprobs", "top_logprobs")
 
 
 def canonical(value: Any) -> str:
@@ -25,6 +27,7 @@ def sha256(text: str) -> str:
 def cache_key(base_url: str, body: dict[str, Any], sample_index: int = 0) -> str:
     """SHA-256 of the canonical request: endpoint, model, messages, schema, sampling, sample index."""
     keyed = {name: body.get(name) for name in KEYED_FIELDS}
+    keyed.update({name: body[name] for name in OPTIONAL_KEYED_FIELDS if body.get(name) is not None})
     return sha256(canonical({"base_url": base_url.rstrip("/"), "sample_index": sample_index, **keyed}))
 
 

@@ -74,6 +74,7 @@ _ARROW = {
             ("error", _STR),
             ("attempt", pa.int32()),
             ("created_at", pa.timestamp("us")),
+            ("logprobs", _STR),
         ]
     ),
 }
@@ -87,7 +88,7 @@ _KEYS = {
 
 def _row(record: ItemRecord | VerdictRecord | CallRecord) -> dict[str, Any]:
     row = record.model_dump()
-    for name in ("payload", "request"):
+    for name in ("payload", "request", "logprobs"):
         if name in row and row[name] is not None:
             row[name] = json.dumps(row[name], ensure_ascii=False, sort_keys=True)
     return row
