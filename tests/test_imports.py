@@ -20,7 +20,7 @@ from ifsynth.schemas.errors import IfsynthError
 from ifsynth.warehouse import stats as release_stats
 from ifsynth.warehouse.imports import INFIR_FIELDS, import_release
 from ifsynth.warehouse.store import Warehouse
-from tests.conftest import SHARED_DATA
+from tests.conftest import SHARED_DATA, cli
 
 INSTRUCTIR = SHARED_DATA / "instructir"
 
@@ -241,3 +241,20 @@ def test_a_malformed_run_file_is_named_by_line(tmp_path: Path) -> None:
         read_run(path)
     with pytest.raises(ConfigError, match="no run file"):
         read_run(tmp_path / "none.trec")
+
+
+def test_cli_import_then_stats(tmp_path: Path) -> None:
+    """Acceptance: `import instructir ... --name orig` then `stats orig --json` give the published figures."""
+    warehouse = str(tmp_path / "w.duckdb")
+    first = cli("--warehouse", warehouse, "import", "instructir", str(INSTRUCTIR), "--name", "orig")
+    assert first.returncode == 0, first.stderr
+    assert "missing: corpus.jsonl" in first.stderr and "9906 instances" in first.stdout
+    again = cli("--warehouse", warehouse, "import", "instructir", str(INSTRUCTIR), "--name", "orig")
+    assert again.returncode != 0 and again.stderr.startswith("error: a release named `orig` already exists")
+    assert len(again.stderr.strip().splitlines()) == 1
+    proc = cli("--warehouse", warehouse, "stats", "orig", "--json")
+    assert proc.returncode == 0, proc.stderr
+    s = json.loads(proc.stdout)
+    assert (s["queries"], s["instances"]) == (1267, 9906)
+    assert round(s["words"]["instruction"]["mean"], 2) == 49.04 and round(s["words"]["query"]["mean"], 2) == 5.57
+    assert s["rouge_l_within_group"] == pytest.approx(0.238, abs=0.002)

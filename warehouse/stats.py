@@ -39,13 +39,19 @@ def rouge_tokens(text: str, *, stem: bool = True) -> list[str]:
     return [_stem(t) for t in tokens] if stem else tokens
 
 
-def lcs_length(a: Sequence[str], b: Sequence[str]) -> int:
+def positions_mask(tokens: Sequence[str]) -> dict[str, int]:
+    """Per token, the bit set of its positions: what the bit-parallel LCS matches against."""
+    masks: dict[str, int] = {}
+    for i, token in enumerate(tokens):
+        masks[token] = masks.get(token, 0) | (1 << i)
+    return masks
+
+
+def lcs_length(a: Sequence[str], b: Sequence[str], a_masks: dict[str, int] | None = None) -> int:
     """Length of the longest common subsequence, bit-parallel over ``a`` (Hyyrö 2004)."""
     if not a or not b:
         return 0
-    masks: dict[str, int] = {}
-    for i, token in enumerate(a):
-        masks[token] = masks.get(token, 0) | (1 << i)
+    masks = a_masks if a_masks is not None else positions_mask(a)
     full = (1 << len(a)) - 1
     v = full
     for token in b:
@@ -54,8 +60,8 @@ def lcs_length(a: Sequence[str], b: Sequence[str]) -> int:
     return len(a) - v.bit_count()
 
 
-def rouge_l_f1(a: Sequence[str], b: Sequence[str]) -> float:
-    lcs = lcs_length(a, b)
+def rouge_l_f1(a: Sequence[str], b: Sequence[str], a_masks: dict[str, int] | None = None) -> float:
+    lcs = lcs_length(a, b, a_masks)
     if lcs == 0:
         return 0.0
     precision, recall = lcs / len(b), lcs / len(a)
@@ -69,7 +75,9 @@ def rouge_l_within_groups(groups: Iterable[Sequence[str]], *, stem: bool = True)
         tokens = [rouge_tokens(t, stem=stem) for t in texts]
         if len(tokens) < 2:
             continue
-        per_group.append(statistics.fmean(rouge_l_f1(a, b) for a, b in combinations(tokens, 2)))
+        masks = [positions_mask(t) for t in tokens]
+        pairs = combinations(range(len(tokens)), 2)
+        per_group.append(statistics.fmean(rouge_l_f1(tokens[i], tokens[j], masks[i]) for i, j in pairs))
     return statistics.fmean(per_group) if per_group else None
 
 
