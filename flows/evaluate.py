@@ -69,12 +69,22 @@ class ReleaseView:
             for qid, row in rows.items()
         }
 
+    def dimensions(self) -> dict[str, str | None]:
+        """The InfoSearch dimension of each run-file query id (None outside InfoSearch)."""
+        return {
+            self.run_qid(mode, qid): row["dimension"]
+            for mode, rows in self.queries.items()
+            for qid, row in rows.items()
+        }
+
 
 def load(warehouse: Warehouse, release: str) -> ReleaseView:
     meta = release_meta(warehouse, release)
     view = ReleaseView(release, meta["recipe"], list(json.loads(meta["card"]).get("missing", [])))
     for row in warehouse.sql(
-        "SELECT mode, query_id, group_id, query, instruction FROM release_queries WHERE release = ?", [release]
+        "SELECT mode, query_id, group_id, query, instruction, meta->>'dimension' AS dimension "
+        "FROM release_queries WHERE release = ?",
+        [release],
     ):
         view.queries.setdefault(row["mode"], {})[row["query_id"]] = row
     for row in warehouse.sql("SELECT mode, query_id, doc_id, score FROM release_qrels WHERE release = ?", [release]):
@@ -82,8 +92,13 @@ def load(warehouse: Warehouse, release: str) -> ReleaseView:
     return view
 
 
-def corpus(warehouse: Warehouse, view: ReleaseView) -> list[tuple[str, str]]:
-    rows = warehouse.sql("SELECT doc_id, title, text FROM release_docs WHERE release = ? ORDER BY doc_id", [view.name])
+def corpus(warehouse: Warehouse, view: ReleaseView, dimension: str | None = None) -> list[tuple[str, str]]:
+    """The passages to index: one dimension's own and those of no dimension, or, without one, all."""
+    rows = warehouse.sql(
+        "SELECT doc_id, title, text FROM release_docs WHERE release = ? "
+        "AND (?::VARCHAR IS NULL OR meta->>'dimension' IS NULL OR meta->>'dimension' = ?) ORDER BY doc_id",
+        [view.name, dimension, dimension],
+    )
     if not rows:
         lacking = f" (its import lacked {', '.join(view.missing)})" if view.missing else ""
         raise ConfigError(
@@ -94,9 +109,16 @@ def corpus(warehouse: Warehouse, view: ReleaseView) -> list[tuple[str, str]]:
 
 
 def bm25_run(warehouse: Warehouse, view: ReleaseView, depth: int = 1000, instructions: bool = True) -> Run:
+    """BM25 over the release's corpus. An InfoSearch release is searched one dimension at a time, over that
+    dimension's passages, as its public benchmark is."""
     from ifsynth.flows.retrieval import bm25
 
-    return bm25(corpus(warehouse, view), view.texts(instructions), depth)
+    texts, dimensions = view.texts(instructions), view.dimensions()
+    run: Run = {}
+    for dimension in sorted(set(dimensions.values()), key=lambda d: d or ""):
+        part = {qid: text for qid, text in texts.items() if dimensions[qid] == dimension}
+        run.update(bm25(corpus(warehouse, view, dimension), part, depth))
+    return run
 
 
 def score(view: ReleaseView, run: Run, references: Sequence[Reference] = ()) -> dict[str, Any]:
@@ -139,14 +161,37 @@ def score(view: ReleaseView, run: Run, references: Sequence[Reference] = ()) -> 
         groups = {qid: row["group_id"] for qid, row in view.queries[mode].items()}
         report[f"robustness@{spec.robustness}"] = metrics.robustness_at_k(per_mode_ndcg[mode], groups)
         report["robustness_mode"] = mode
-    if ORIGINAL in view.queries and INSTRUCTED in view.queries:
-        report["p-mrr"] = metrics.p_mrr(*_changed_runs(view, run))
-    if all(m in view.queries for m in (ORIGINAL, INSTRUCTED, REVERSED)):
-        triples = _triples(view, run)
-        report["wise"] = metrics.wise(triples, metrics.WISE_K, info_ref)
-        report["sicr"] = metrics.sicr(triples, info_ref)
+    if ORIGINAL not in view.queries or INSTRUCTED not in view.queries:
+        return report
+    og, new, changed = _changed_runs(view, run)
+    triples = _triples(view, run) if REVERSED in view.queries else None
+    report.update(_instruction_following(og, new, changed, triples, info_ref))
+    if triples is not None:
         report["gold_instances"] = len(triples)
+    dimension = {qid: row["dimension"] for qid, row in view.queries[INSTRUCTED].items()}
+    if any(dimension.values()):
+        report["by_dimension"] = {
+            dim: _instruction_following(
+                og,
+                new,
+                {q: docs for q, docs in changed.items() if dimension[q] == dim},
+                None if triples is None else [t for t in triples if dimension[t.query] == dim],
+                info_ref,
+            )
+            for dim in sorted({d for d in dimension.values() if d})
+        }
     return report
+
+
+def _instruction_following(
+    og: Run, new: Run, changed: dict[str, list[str]], triples: list[Triple] | None, reference: Reference
+) -> dict[str, float | None]:
+    """p-MRR between the original and the altered instruction; WISE and SICR when there is a reversed mode."""
+    figures = {"p-mrr": metrics.p_mrr(og, new, changed)}
+    if triples is not None:
+        figures["wise"] = metrics.wise(triples, metrics.WISE_K, reference)
+        figures["sicr"] = metrics.sicr(triples, reference)
+    return figures
 
 
 def _mode_run(view: ReleaseView, run: Run, mode: str) -> dict[str, dict[str, float]]:
@@ -187,4 +232,6 @@ def headline(report: dict[str, Any]) -> list[tuple[str, float | None]]:
     for mode, figures in report["modes"].items():
         rows += [(f"{name} ({mode})", value) for name, value in figures.items() if name != "queries"]
     rows += [(name, value) for name, value in report.items() if name.startswith(CROSS_MODE)]
+    for dim, figures in report.get("by_dimension", {}).items():
+        rows += [(f"{name} ({dim})", value) for name, value in figures.items()]
     return rows

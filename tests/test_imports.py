@@ -95,7 +95,7 @@ def tsv(path: Path, rows: list[tuple[str, str, int]]) -> None:
 
 def infosearch_dimension(root: Path, with_reversed: bool = True) -> None:
     """One core query `what is x` with two conditions (two instances), docs a (cond 1) and b (cond 2)."""
-    jsonl(root / "corpus.jsonl", [{"_id": d, "title": "", "text": f"text {d}"} for d in ("a", "b", "n")])
+    jsonl(root / "corpus.jsonl", [{"_id": d, "title": "", "text": f"blog news {d}"} for d in ("a", "b", "n")])
     jsonl(
         root / "queries.jsonl",
         [
@@ -128,6 +128,12 @@ def test_infosearch_folder_of_dimensions(tmp_path: Path) -> None:
         assert next(r["group_id"] for r in rows if r["query_id"] == "Source/1") == "Source/0"
         docs = wh.sql("SELECT doc_id, meta FROM release_docs WHERE doc_id = 'Source/a'")
         assert json.loads(docs[0]["meta"]) == {"dimension": "Source"}
+        run = evaluate.bm25_run(wh, evaluate.load(wh, "info"))
+    # each dimension is searched over its own passages
+    assert set(run["Source/0-changed"]) == {"Source/a", "Source/b", "Source/n"}
+    assert {doc.split("/")[0] for qid, found in run.items() if qid.startswith("Audience/") for doc in found} == {
+        "Audience"
+    }
 
 
 def test_infosearch_single_dimension_is_scored_with_wise_sicr_and_pmrr(tmp_path: Path) -> None:
@@ -152,6 +158,7 @@ def test_infosearch_single_dimension_is_scored_with_wise_sicr_and_pmrr(tmp_path:
     assert report["p-mrr"] == pytest.approx(0.5)
     assert report["modes"]["changed"]["ndcg@10"] == 1.0
     assert report["robustness@10"] == 1.0 and report["robustness_mode"] == "changed"
+    assert report["by_dimension"] == {"Source": {"p-mrr": report["p-mrr"], "wise": 0.25, "sicr": 0.5}}
 
 
 def test_followir_folder(tmp_path: Path) -> None:
