@@ -290,10 +290,11 @@ def stats(
     as_json: JsonFlag = False,
 ) -> None:
     """Sizes, word lengths, instruction diversity and, for generated releases, yields and cost per kept row."""
+    from ifsynth.warehouse.stats import find_release
     from ifsynth.warehouse.stats import stats as release_stats
 
     with _open(ctx) as warehouse:
-        report = release_stats(warehouse, release_for(warehouse, release))
+        report = release_stats(warehouse, find_release(warehouse, release))
     if as_json:
         _json(report)
         return
@@ -314,9 +315,10 @@ def diff(
 ) -> None:
     """Two releases' figures side by side, with the core queries and passages they share."""
     from ifsynth.warehouse.stats import diff as release_diff
+    from ifsynth.warehouse.stats import find_release
 
     with _open(ctx) as warehouse:
-        report = release_diff(warehouse, release_for(warehouse, release_a), release_for(warehouse, release_b))
+        report = release_diff(warehouse, find_release(warehouse, release_a), find_release(warehouse, release_b))
     if as_json:
         _json(report)
         return
@@ -387,6 +389,7 @@ def evaluate(
     from ifsynth.flows import evaluate as evaluation
     from ifsynth.flows.metrics import REFERENCES
     from ifsynth.flows.retrieval import read_run, write_run
+    from ifsynth.warehouse.stats import find_release
 
     if (retriever is None) == (run_file is None):
         raise typer.BadParameter("give exactly one of --retriever bm25 and --run FILE")
@@ -398,7 +401,7 @@ def evaluate(
     if instfol and run_file is not None and query_run is None:
         raise typer.BadParameter("--instfol with --run also needs --query-run FILE (your run over the bare queries)")
     with _open(ctx, read_only=not instfol) as warehouse:
-        name = release_for(warehouse, release)
+        name = find_release(warehouse, release)
         view = evaluation.load(warehouse, name)
         if run_file is not None:
             run = read_run(run_file)
@@ -423,6 +426,11 @@ def evaluate(
     out.print(table)
     if report["queries_without_results"]:
         out.print(f"{report['queries_without_results']} queries have no result in the run (scored as 0)")
+    if report["unknown_queries_in_run"]:
+        out.print(
+            f"{report['unknown_queries_in_run']} query ids of the run are not in the release "
+            "(a release of several modes names them <query id>-<mode>)"
+        )
 
 
 def _instfol(

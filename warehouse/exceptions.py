@@ -34,4 +34,7 @@ class UnknownItem(WarehouseError):
 class UnknownRelease(WarehouseError):
     def __init__(self, release: str) -> None:
         self.release = release
-        super().__init__(f"no release `{release}`; a run makes one when it completes (`ifsynth runs`)")
+        super().__init__(
+            f"no release `{release}`; a run makes one when it completes (`ifsynth runs`), "
+            "`ifsynth import` reads a published one"
+        )

@@ -18,7 +18,8 @@ from typing import Any
 
 import Stemmer
 
-from ifsynth.warehouse.exceptions import UnknownRelease
+from ifsynth.warehouse.exceptions import UnknownRelease, UnknownRun
+from ifsynth.warehouse.export import release_for
 from ifsynth.warehouse.store import Warehouse
 
 # The mode whose instructions stand for a release's instructions, in order of preference: a release of
@@ -98,6 +99,14 @@ def _words(texts: Sequence[str]) -> dict[str, float | None]:
     if not lengths:
         return {"mean": None, "median": None, "n": 0}
     return {"mean": statistics.fmean(lengths), "median": float(statistics.median(lengths)), "n": len(lengths)}
+
+
+def find_release(warehouse: Warehouse, ref: str) -> str:
+    """A release by its name, or the release of a run (by id or name)."""
+    try:
+        return release_for(warehouse, ref)
+    except UnknownRun:
+        raise UnknownRelease(ref) from None
 
 
 def release_meta(warehouse: Warehouse, release: str) -> dict[str, Any]:
