@@ -265,3 +265,9 @@ def test_cli_import_then_stats(tmp_path: Path) -> None:
     assert (s["queries"], s["instances"]) == (1267, 9906)
     assert round(s["words"]["instruction"]["mean"], 2) == 49.04 and round(s["words"]["query"]["mean"], 2) == 5.57
     assert s["rouge_l_within_group"] == pytest.approx(0.238, abs=0.002)
+
+
+def test_a_row_without_its_id_is_named(tmp_path: Path) -> None:
+    jsonl(tmp_path / "b" / "queries.jsonl", [{"text": "no id"}])
+    with Warehouse(tmp_path / "w.duckdb") as wh, pytest.raises(IfsynthError, match="lacks the field '_id'"):
+        import_release(wh, "beir", tmp_path / "b", name="x")

@@ -77,7 +77,10 @@ def import_release(warehouse: Warehouse, fmt: str, directory: str | Path, name: 
     name = name or path.resolve().name
     if warehouse.sql("SELECT 1 FROM releases WHERE name = ?", [name]):
         raise ImportFailed(f"a release named `{name}` already exists; pass --name with another name")
-    imported = READERS[fmt](path)
+    try:
+        imported = READERS[fmt](path)
+    except KeyError as exc:
+        raise ImportFailed(f"a row in `{path}` lacks the field {exc}, which the {fmt} layout requires") from None
     if not imported.queries:
         raise ImportFailed(f"no queries found in `{path}` as a {fmt} release; check the folder and the format")
     _dedupe(imported)
@@ -223,7 +226,7 @@ def _modes_folder(path: Path, modes: tuple[str, ...], dimension: str | None) -> 
     present = [mode for mode in modes if _split_file(path / f"qrels_{mode}", part, required=False) is not None]
     for mode in modes:
         if mode not in present:
-            part.missing.append(f"{_where(path, dimension)}qrels_{mode}/")
+            part.missing.append(f"{_where(dimension)}qrels_{mode}/")
     for row in rows:
         group = row.get("group_id") or first_of_query.setdefault(row.get("text", ""), row["_id"])
         meta = {"dimension": dimension} if dimension else {}
@@ -258,7 +261,7 @@ def _merge(out: Imported, parts: list[Imported], *, prefix: bool) -> None:
         out.missing += part.missing
 
 
-def _where(path: Path, dimension: str | None) -> str:
+def _where(dimension: str | None) -> str:
     return f"{dimension}/" if dimension else ""
 
 
@@ -324,7 +327,7 @@ def _jsonl(path: Path) -> Iterator[dict[str, Any]]:
 def _corpus(root: Path, out: Imported, dimension: str | None = None) -> None:
     corpus = root / "corpus.jsonl"
     if not corpus.exists():
-        out.missing.append(f"{_where(root, dimension)}corpus.jsonl")
+        out.missing.append(f"{_where(dimension)}corpus.jsonl")
         return
     meta = {"dimension": dimension} if dimension else {}
     for row in _jsonl(corpus):
