@@ -1,26 +1,50 @@
-"""Instruction generation: k instructions for one seed in one call, each an item of its own."""
+"""Instruction generation: one call per input, each instruction of the answer an item of its own.
+
+InstructIR asks for k scenarios per seed; InfoSearch for one two-sentence instruction per (query, condition).
+They differ only in template variables and answer schema: the schema's ``entries()`` says what each
+instruction item adds to the payload.
+"""
 
 from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import Any
 
 from ifsynth.flows.context import RunContext
 from ifsynth.flows.llm import Ask, Reply
 from ifsynth.flows.stage import Outcome, StageWriter, llm_stage
-from ifsynth.schemas.answers import instruction_list
+from ifsynth.schemas.answers import Answer, instruction_list
 from ifsynth.schemas.records import ItemRecord, StageCounts
 from ifsynth.warehouse.keys import item_id
 
 STAGE = "instructions"
 
+Variables = Callable[[ItemRecord], dict[str, Any]]
+
 
 def generate_instructions(
-    ctx: RunContext, order: int, *, k: int, max_tokens: int, source: str = "select"
+    ctx: RunContext,
+    order: int,
+    *,
+    k: int = 1,
+    max_tokens: int,
+    source: str = "select",
+    schema: type[Answer] | None = None,
+    variables: Variables | None = None,
+    pages: Iterable[list[ItemRecord]] | None = None,
 ) -> StageCounts:
-    schema = instruction_list(k)
+    """By default InstructIR's: ``k`` instructions from (query, passage), answered as an instruction list."""
+    answer = schema or instruction_list(k)
+
+    def default_variables(seed: ItemRecord) -> dict[str, Any]:
+        payload = seed.payload or {}
+        return {"query": payload["query"], "passage": payload["passage"], "k": k}
+
+    render_variables = variables or default_variables
 
     def build(seed: ItemRecord) -> list[Ask]:
-        payload = seed.payload or {}
-        prompt = ctx.prompts.render(ctx.template(STAGE), query=payload["query"], passage=payload["passage"], k=k)
-        return [Ask(prompt, schema, "generator", ctx.params.temperature, max_tokens)]
+        prompt = ctx.prompts.render(ctx.template(STAGE), **render_variables(seed))
+        return [Ask(prompt, answer, "generator", ctx.params.temperature, max_tokens)]
 
     def handle(writer: StageWriter, seed: ItemRecord, replies: list[Reply]) -> Outcome:
         (reply,) = replies
@@ -29,17 +53,17 @@ def generate_instructions(
         items = [
             ItemRecord(
                 run_id=ctx.run_id,
-                item_id=item_id("instruction", [seed.item_id], number, text),
+                item_id=item_id("instruction", [seed.item_id], number, entry["instruction"]),
                 stage=STAGE,
                 kind="instruction",
                 group_id=seed.group_id,
                 parent_ids=(seed.item_id,),
-                payload={**(seed.payload or {}), "instruction": text, "k": number},
+                payload={**(seed.payload or {}), **entry, "k": number},
                 call_keys=tuple(reply.keys),
-                ord=number,
+                ord=seed.ord + number,
             )
-            for number, text in enumerate(reply.value.instructions, 1)  # type: ignore[attr-defined]
+            for number, entry in enumerate(reply.value.entries(), 1)  # type: ignore[attr-defined]
         ]
         return Outcome("pass", items=items)
 
-    return llm_stage(ctx, STAGE, order, source=source, build=build, handle=handle)
+    return llm_stage(ctx, STAGE, order, source=source, build=build, handle=handle, pages=pages)

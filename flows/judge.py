@@ -7,7 +7,8 @@ takes the status ``rejected`` and leaves the pipeline.
 from __future__ import annotations
 
 import random
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any
 
 from ifsynth.flows.context import RunContext
 from ifsynth.flows.llm import Ask, Reply
@@ -17,19 +18,33 @@ from ifsynth.schemas.records import ItemRecord, StageCounts
 from ifsynth.warehouse.keys import sha256
 
 
+def _query_and_passage(item: ItemRecord) -> dict[str, Any]:
+    payload = item.payload or {}
+    return {"query": payload["query"], "passage": payload["passage"]}
+
+
 def judge_relevance(
-    ctx: RunContext, order: int, *, stage: str, source: str, min_score: int, max_tokens: int
+    ctx: RunContext,
+    order: int,
+    *,
+    stage: str,
+    source: str,
+    min_score: int,
+    max_tokens: int,
+    schema: type[RelevanceJudgement] = RelevanceJudgement,
+    variables: Callable[[ItemRecord], dict[str, Any]] = _query_and_passage,
+    pages: Iterable[list[ItemRecord]] | None = None,
 ) -> StageCounts:
-    """Score each item's passage against the original query (1-5); keep it at ``min_score`` or above."""
+    """Score each item on a 1-5 rubric (by default: its passage against the original query); keep it at
+    ``min_score`` or above. Other rubrics differ by template, variables and schema name."""
 
     def build(item: ItemRecord) -> list[Ask]:
-        payload = item.payload or {}
-        prompt = ctx.prompts.render(ctx.template(stage), query=payload["query"], passage=payload["passage"])
-        return [Ask(prompt, RelevanceJudgement, "judge", ctx.params.judge_temperature, max_tokens)]
+        prompt = ctx.prompts.render(ctx.template(stage), **variables(item))
+        return [Ask(prompt, schema, "judge", ctx.params.judge_temperature, max_tokens)]
 
     def handle(writer: StageWriter, item: ItemRecord, replies: list[Reply]) -> Outcome:
         (reply,) = replies
-        if reply.status != "ok" or not isinstance(reply.value, RelevanceJudgement):
+        if reply.status != "ok" or not isinstance(reply.value, schema):
             return writer.failed(item.item_id, reply)
         decision = "pass" if reply.value.score >= min_score else "reject"
         verdict = writer.verdict(
@@ -43,7 +58,7 @@ def judge_relevance(
         )
         return Outcome(decision, verdicts=[verdict], n_out=int(decision == "pass"))
 
-    return llm_stage(ctx, stage, order, source=source, build=build, handle=handle)
+    return llm_stage(ctx, stage, order, source=source, build=build, handle=handle, pages=pages)
 
 
 Entry = tuple[ItemRecord, list[ItemRecord]]

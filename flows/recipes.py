@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ifsynth.flows.exceptions import ConfigError
-from ifsynth.schemas.config import InstructIRParams, RecipeParams
+from ifsynth.schemas.config import InfoSearchParams, InstructIRParams, RecipeParams
 
 
 @dataclass(frozen=True)
@@ -34,6 +34,20 @@ RECIPES: dict[str, Recipe] = {
             params=InstructIRParams,
             templates=("instructions", "rewrite", "judge_relevance", "judge_specificity"),
             flow_path="ifsynth.flows.instructir:instructir_flow",
+        ),
+        Recipe(
+            name="infosearch",
+            params=InfoSearchParams,
+            templates=(
+                "keywords",
+                "rewrite",
+                "judge_rewrite",
+                "negatives",
+                "instructions",
+                "reversal",
+                "judge_reversal",
+            ),
+            flow_path="ifsynth.flows.infosearch:infosearch_flow",
         ),
     )
 }

@@ -130,3 +130,13 @@ def llm_stage(
 
     asyncio.run(run())
     return writer.close(**tally)
+
+
+def pages_where(
+    ctx: RunContext, source: str, keep: Callable[[ItemRecord], bool], *, status: ItemStatus | None = "ok"
+) -> Iterable[list[ItemRecord]]:
+    """The pages of ``source`` with only the items ``keep`` accepts: a stage that serves some of them."""
+    for page in ctx.warehouse.items(ctx.run_id, source, status=status):
+        kept = [item for item in page if keep(item)]
+        if kept:
+            yield kept

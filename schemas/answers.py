@@ -33,6 +33,10 @@ class Answer(BaseModel):
 class InstructionList(Answer):
     instructions: list[NonEmpty]
 
+    def entries(self) -> list[dict[str, str]]:
+        """One payload update per instruction item the answer makes."""
+        return [{"instruction": text} for text in self.instructions]
+
 
 @cache
 def instruction_list(k: int) -> type[InstructionList]:
@@ -66,6 +70,49 @@ def candidate_pick(labels: tuple[str, ...]) -> type[CandidatePick]:
         f"Pick{len(labels)}",
         __base__=CandidatePick,
         best=(Literal[labels], ...),  # type: ignore[valid-type]
+    )
+
+
+class TwoSentenceInstruction(Answer):
+    """An InfoSearch instruction: the core query restated, then the restriction to one condition."""
+
+    restated_query: NonEmpty
+    restriction: NonEmpty
+
+    def entries(self) -> list[dict[str, str]]:
+        return [
+            {
+                "instruction": f"{self.restated_query} {self.restriction}",
+                "restated_query": self.restated_query,
+                "restriction": self.restriction,
+            }
+        ]
+
+
+class KeywordCondition(Answer):
+    explanation: NonEmpty
+    keyword: NonEmpty
+
+
+class Reversal(Answer):
+    reversed_restriction: NonEmpty
+
+
+class NegationJudgement(RelevanceJudgement):
+    """How clearly a reversed instruction negates its instruction, on the same 1-5 rubric shape."""
+
+
+class QueryNegatives(Answer):
+    passages: list[NonEmpty]
+
+
+@cache
+def query_negatives(n: int) -> type[QueryNegatives]:
+    """An answer holding exactly ``n`` hard-negative passages."""
+    return create_model(
+        f"QueryNegatives{n}",
+        __base__=QueryNegatives,
+        passages=(Annotated[list[NonEmpty], Field(min_length=n, max_length=n)], ...),
     )
 
 

@@ -16,8 +16,8 @@ import yaml
 from ifsynth.warehouse.exceptions import UnknownRelease, WarehouseError
 from ifsynth.warehouse.store import Warehouse
 
-Format = Literal["beir", "mteb", "jsonl", "parquet"]
-FORMATS: tuple[str, ...] = ("beir", "mteb", "jsonl", "parquet")
+Format = Literal["beir", "mteb", "jsonl", "parquet", "infosearch"]
+FORMATS: tuple[str, ...] = ("beir", "mteb", "jsonl", "parquet", "infosearch")
 SEP = " [SEP] "
 _QUERY_ORDER = "ORDER BY q.group_id, TRY_CAST(string_split(q.query_id, '_')[-1] AS INTEGER), q.query_id"
 
@@ -54,9 +54,26 @@ def export(warehouse: Warehouse, release: str, fmt: Format, out: str | Path) -> 
         f"WHERE r.release = ? {_QUERY_ORDER}, r.doc_id",
         [release],
     )
-    writer = {"beir": _beir, "mteb": _mteb, "jsonl": _flat, "parquet": _flat}[fmt]
-    written = writer(out, docs, queries, qrels, fmt)
+    if fmt == "infosearch":
+        from ifsynth.warehouse.export_infosearch import write_infosearch  # it builds on this module's writers
+
+        written = write_infosearch(out, docs, queries, qrels, card)
+    else:
+        writer = {"beir": _beir_modes, "mteb": _mteb, "jsonl": _flat, "parquet": _flat}[fmt]
+        written = writer(out, docs, queries, qrels, fmt)
     written.append(_write_text(out / "README.md", card_markdown(card, fmt)))
+    return written
+
+
+def _beir_modes(out: Path, docs: list[dict], queries: list[dict], qrels: list[dict], fmt: str) -> list[Path]:
+    """One BEIR folder, or one per mode (``<out>/<mode>/``) when the release has several retrieval modes."""
+    modes = list(dict.fromkeys(q["mode"] for q in queries))
+    if len(modes) <= 1:
+        return _beir(out, docs, queries, qrels, fmt)
+    written = []
+    for mode in modes:
+        chosen = [q for q in queries if q["mode"] == mode]
+        written += _beir(out / mode, docs, chosen, [r for r in qrels if r["mode"] == mode], fmt)
     return written
 
 
@@ -71,7 +88,7 @@ def _beir(out: Path, docs: list[dict], queries: list[dict], qrels: list[dict], _
             (
                 {
                     "_id": q["query_id"],
-                    "text": q["instruction"] + SEP + q["query"],
+                    "text": q["instruction"] + SEP + q["query"] if q["instruction"] else q["query"],
                     "metadata": {"origin_query": q["query"], "instruction": q["instruction"]},
                 }
                 for q in queries

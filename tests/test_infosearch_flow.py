@@ -1,0 +1,232 @@
+"""The InfoSearch recipe in-process against the fake answering like a sensible model (every core query ends
+complete, with the three modes keyed right) and like a sloppy one (the rules reject what they should, and
+`ifsynth audit` shows each rejection with its rule and measured value)."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections import Counter
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ifsynth.flows.resolve import resolve
+from ifsynth.flows.runner import execute
+from ifsynth.schemas.config import DIMENSIONS
+from ifsynth.warehouse import audit
+from ifsynth.warehouse.export import export, release_for
+from ifsynth.warehouse.store import Warehouse
+from tests.conftest import REPO, cli
+from tests.fake_openai import FakeOpenAI
+
+SEEDS = REPO / "flows" / "demo_seeds" / "infosearch"
+CHINESE = "这篇文章用中文完整地回答了这个问题，内容和原文一致。"
+
+
+def field(text: str, label: str) -> str:
+    match = re.search(rf"^{re.escape(label)}: (.*)$", text, re.MULTILINE)
+    assert match, f"no `{label}:` line in the prompt"
+    return match.group(1)
+
+
+def target(prompt: str) -> str:
+    match = re.search(r"^Target \((.*?)\):", prompt, re.MULTILINE)
+    assert match, "no target line in the rewrite prompt"
+    return match.group(1)
+
+
+def _keyword_passages() -> list[str]:
+    return [json.loads(line)["text"] for line in (SEEDS / "keyword" / "corpus.jsonl").read_text().splitlines()]
+
+
+def unique_word(passage: str) -> str:
+    """The first long word of the passage that no other keyword seed passage uses: a sensible keyword."""
+    others = {w for text in _keyword_passages() if text != passage for w in re.findall(r"[a-z]+", text.lower())}
+    return next(w for w in re.findall(r"[a-z]+", passage.lower()) if len(w) >= 7 and w not in others)
+
+
+def rewrite(condition: str, query: str) -> str:
+    return {
+        "layman": f"Put simply, here is the answer to {query}, without any jargon.",
+        "Chinese": CHINESE,
+        "sentence": f"In one sentence, this is the answer to {query}.",
+        "article": "\n\n".join(f"Part {n}. " + f"This article answers {query} in detail. " * 15 for n in (1, 2, 3)),
+        "blog post": f"{query.title()}\nBy Ana Ruiz, 3 May 2024, Blog, Science\nHere is what I learned.",
+        "forum thread": f"river_otter42: anyone know {query}?\nmaple_dev: yes, here is the answer.",
+    }[condition]
+
+
+def sensible(body: dict[str, Any], *, sloppy: bool = False) -> dict[str, Any]:
+    """Answers by schema name, reading the prompt like a model that follows it (or, sloppy, a careless one)."""
+    name = body["response_format"]["json_schema"]["name"]
+    prompt = body["messages"][-1]["content"]
+    if name == "KeywordCondition":
+        passage = field(prompt, "Passage")
+        careless = sloppy and passage.startswith("Sealing drafts")  # `the` is in it and in no sibling
+        return {"explanation": "central and specific", "keyword": "the" if careless else unique_word(passage)}
+    if name == "Rewrite":
+        condition, query = target(prompt), field(prompt, "Query")
+        if sloppy and condition == "sentence":
+            return {"plan": "shorten", "revised_passage": " ".join(["word"] * 79) + " end."}
+        if sloppy and condition == "Chinese":
+            return {"plan": "translate", "revised_passage": "This passage is still in English."}
+        return {"plan": f"make it a {condition}", "revised_passage": rewrite(condition, query)}
+    if name == "RelevanceJudgement":
+        return {"explanation": "answers it", "score": 5}
+    if name.startswith("QueryNegatives"):
+        n, query = int(name.removeprefix("QueryNegatives")), field(prompt, "Query")
+        return {"passages": [f"Negative {i}: the history of {query}, which does not answer it." for i in range(n)]}
+    if name == "TwoSentenceInstruction":
+        query, condition = field(prompt, "Query"), field(prompt, "Condition")
+        return {"restated_query": f"I would like to know {query}.", "restriction": f"Only show me a {condition}."}
+    if name == "Reversal":
+        restriction = field(prompt, "Restriction")
+        return {"reversed_restriction": restriction.replace("Only show me", "Do not show me")}
+    if name == "NegationJudgement":
+        negates = "Do not" in field(prompt, "Reversed")
+        return {"explanation": "negated" if negates else "same", "score": 5 if negates else 1}
+    raise AssertionError(f"unexpected request {name}")
+
+
+def run(responder: Callable[[dict[str, Any]], dict[str, Any]], root: Path, *sets: str) -> dict[str, Any]:
+    with FakeOpenAI(mode="responder", responder=responder) as server:
+        config = resolve("infosearch", seeds="demo", base_url=server.base_url, model="gen", sets=list(sets))
+        warehouse = root / "w.duckdb"
+        run_id = execute(config, warehouse).run_id
+    with Warehouse(warehouse, read_only=True) as wh:
+        export(wh, release_for(wh, run_id), "infosearch", root / "infosearch")
+        export(wh, release_for(wh, run_id), "beir", root / "beir")
+        return {"root": root, "warehouse": warehouse, "run_id": run_id, "funnel": audit.funnel(wh, run_id)}
+
+
+@pytest.fixture(scope="module")
+def good(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    return run(sensible, tmp_path_factory.mktemp("good"))
+
+
+@pytest.fixture(scope="module")
+def sloppy(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
+    yield run(
+        lambda body: sensible(body, sloppy=True),
+        tmp_path_factory.mktemp("sloppy"),
+        "dimensions=[keyword, language, length]",
+    )
+
+
+def jsonl(path: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+
+
+def tsv(path: Path) -> list[tuple[str, str, int]]:
+    lines = path.read_text().splitlines()
+    assert lines[0] == "query-id\tcorpus-id\tscore"
+    return [(q, d, int(s)) for q, d, s in (line.split("\t") for line in lines[1:])]
+
+
+def test_every_core_query_ends_complete_in_every_dimension(good: dict[str, Any]) -> None:
+    stages = {s["stage"]: s for s in good["funnel"]["stages"]}
+    assert (stages["assemble"]["in"], stages["assemble"]["out"], stages["assemble"]["rejected"]) == (18, 45, 0)
+    assert stages["rules"]["rejected"] == 0 and good["funnel"]["accepted"] == 45
+    with Warehouse(good["warehouse"], read_only=True) as wh:
+        release = release_for(wh, good["run_id"])
+        queries = wh.sql("SELECT * FROM release_queries WHERE release = ?", [release])
+        qrels = wh.sql("SELECT * FROM release_qrels WHERE release = ?", [release])
+        docs = wh.sql("SELECT * FROM release_docs WHERE release = ?", [release])
+    cores: dict[str, set[str]] = {}
+    for q in queries:
+        cores.setdefault(q["group_id"], set()).add(json.loads(q["meta"])["condition"])
+    assert len(cores) == 18, "three demo core queries per dimension, all six dimensions"
+    for core, conditions in cores.items():
+        dimension = core.split("-")[0]
+        expected = len(DIMENSIONS[dimension].conditions) or 2
+        assert len(conditions) == expected, core
+        modes = Counter(q["mode"] for q in queries if q["group_id"] == core)
+        assert modes == {"og": expected, "changed": expected, "reversed": expected}, "one reversal per instruction"
+        negatives = [d for d in docs if d["doc_id"].startswith(f"{core}_neg")]
+        assert len(negatives) >= 1 and all(json.loads(d["meta"])["role"] == "query_negative" for d in negatives)
+        positives = [d for d in docs if d["doc_id"].startswith(f"{core}_doc")]
+        assert len(positives) == expected
+    for q in queries:
+        if q["mode"] == "changed":
+            assert q["instruction"].endswith(f"Only show me a {json.loads(q['meta'])['condition']}.")
+        if q["mode"] == "reversed":
+            assert "Do not show me" in q["instruction"]
+    assert all(q["instruction"] == "" for q in queries if q["mode"] == "og")
+    assert {(r["mode"], r["score"]) for r in qrels} == {
+        ("og", 1),
+        ("changed", 0),
+        ("changed", 1),
+        ("reversed", 0),
+        ("reversed", 1),
+    }
+
+
+def test_rewrites_and_keywords_land_in_their_documents(good: dict[str, Any]) -> None:
+    with Warehouse(good["warehouse"], read_only=True) as wh:
+        release = release_for(wh, good["run_id"])
+        docs = {d["doc_id"]: d for d in wh.sql("SELECT * FROM release_docs WHERE release = ?", [release])}
+    meta = {doc_id: json.loads(d["meta"]) for doc_id, d in docs.items()}
+    assert docs["language-lang1_doc1"]["text"] == CHINESE and meta["language-lang1_doc1"]["origin"] == "rewrite"
+    assert meta["language-lang1_doc2"] == {**meta["language-lang1_doc2"], "condition": "English", "origin": "seed"}
+    assert meta["length-len2_doc3"]["condition"] == "article"
+    for doc_id, m in meta.items():
+        if m["dimension"] == "keyword" and m["role"] == "positive":
+            assert m["condition"] in docs[doc_id]["text"].lower()
+
+
+def test_the_infosearch_export_keys_og_changed_and_reversed_qrels(good: dict[str, Any]) -> None:
+    out = good["root"] / "infosearch"
+    assert sorted(p.name for p in out.iterdir() if p.is_dir()) == sorted(DIMENSIONS)
+    for dimension in DIMENSIONS:
+        folder = out / dimension
+        corpus = {d["_id"] for d in jsonl(folder / "corpus.jsonl")}
+        queries = jsonl(folder / "queries.jsonl")
+        assert all(
+            set(q) == {"_id", "text", "instruction_og", "instruction_changed", "instruction_reversed"} for q in queries
+        )
+        qrels = {mode: tsv(folder / f"qrels_{mode}" / "test.tsv") for mode in ("og", "changed", "reversed")}
+        pairs = {mode: {(q, d) for q, d, _ in rows} for mode, rows in qrels.items()}
+        assert pairs["og"] == pairs["changed"] == pairs["reversed"], "every mode judges the same documents"
+        assert {d for _, d in pairs["og"]} <= corpus
+        for q in queries:
+            own = q["_id"].replace(q["_id"].rsplit("_", 1)[0] + "_", "")
+            changed = {d for qid, d, s in qrels["changed"] if qid == q["_id"] and s == 1}
+            reversed_ = {d for qid, d, s in qrels["reversed"] if qid == q["_id"] and s == 1}
+            og = {d for qid, d, s in qrels["og"] if qid == q["_id"] and s == 1}
+            assert changed == {q["_id"].rsplit("_", 1)[0] + f"_doc{own}"}
+            assert reversed_ == og - changed and og == {d for qid, d in pairs["og"] if qid == q["_id"]}
+    card = (out / "README.md").read_text()
+    assert "only the document of its condition scores 1" in card and "| length | Length-v1 | 3 | 9 |" in card
+
+
+def test_beir_export_writes_one_folder_per_mode(good: dict[str, Any]) -> None:
+    beir = good["root"] / "beir"
+    for mode in ("og", "changed", "reversed"):
+        queries = jsonl(beir / mode / "queries.jsonl")
+        assert len(queries) == 45  # 3 audience x2, keyword x2, format x3, language x2, length x3, source x3
+        if mode == "og":
+            assert all(q["text"] == q["metadata"]["origin_query"] for q in queries), "og mode is the query alone"
+        else:
+            assert all(q["text"].endswith(" [SEP] " + q["metadata"]["origin_query"]) for q in queries)
+        # each instructed query judges every positive of its core query: 3 x 2 x 2 thrice, 3 x 3 x 3 thrice
+        assert len(tsv(beir / mode / "qrels" / "test.tsv")) == 3 * (3 * 2 * 2) + 3 * (3 * 3 * 3)
+
+
+def test_the_rules_reject_what_they_should_and_audit_says_why(sloppy: dict[str, Any]) -> None:
+    proc = cli(
+        "--warehouse", str(sloppy["warehouse"]), "audit", sloppy["run_id"], "--stage", "rules", "--status",
+        "rejected", "--json", "--limit", "0",
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    rows = json.loads(proc.stdout)
+    found = {(r["reason"].split(":")[0], r["score"]) for r in rows}
+    assert found == {("word_count", 80.0), ("script", 0.0), ("keyword_specific", 1.0)}, rows
+    assert all(r["judge"] == "rule" and r["decided_by"] == "rules" for r in rows)
+    sentence = next(r for r in rows if r["reason"].startswith("word_count"))
+    assert "80 words, outside the `sentence` band [3, 45]" in sentence["reason"] and sentence["threshold"] == 45
+    assert len([r for r in rows if r["reason"].startswith("word_count")]) == 3, "every length query's sentence"
+    stages = {s["stage"]: s for s in sloppy["funnel"]["stages"]}
+    assert stages["assemble"]["rejected"] == 7 and stages["assemble"]["out"] == 4  # 1 keyword query survives

@@ -1,0 +1,66 @@
+"""The public InfoSearch layout: per dimension a folder with corpus.jsonl, queries.jsonl carrying the
+three instructions of each query, and qrels_og, qrels_changed and qrels_reversed (``test.tsv`` each)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from ifsynth.warehouse.exceptions import WarehouseError
+
+MODES = ("og", "changed", "reversed")
+
+
+def write_infosearch(
+    out: Path, docs: list[dict], queries: list[dict], qrels: list[dict], card: dict[str, Any]
+) -> list[Path]:
+    """Every dimension of the run gets its folder, an empty one when no core query of it survived."""
+    from ifsynth.warehouse.export import _jsonl, _tsv
+
+    if card.get("recipe") != "infosearch" or {q["mode"] for q in queries} - set(MODES):
+        raise WarehouseError(
+            f"--format infosearch needs a release of an infosearch run, not of {card.get('recipe', 'unknown')}; "
+            "use --format beir, mteb, jsonl or parquet for this one"
+        )
+    dimension_of = {q["query_id"]: json.loads(q["meta"])["dimension"] for q in queries}
+    dimensions = set(card.get("params", {}).get("dimensions", [])) | set(dimension_of.values())
+    written: list[Path] = []
+    for dimension in sorted(dimensions):
+        folder = out / dimension
+        rows: dict[str, dict[str, str]] = {}
+        for q in queries:
+            if dimension_of[q["query_id"]] == dimension:
+                row = rows.setdefault(q["query_id"], {"_id": q["query_id"], "text": q["query"]})
+                row[f"instruction_{q['mode']}"] = q["instruction"]
+        corpus = (
+            {"_id": d["doc_id"], "title": d["title"], "text": d["text"]}
+            for d in docs
+            if json.loads(d["meta"]).get("dimension") == dimension
+        )
+        written.append(_jsonl(folder / "corpus.jsonl", corpus))
+        written.append(
+            _jsonl(
+                folder / "queries.jsonl",
+                (
+                    {
+                        "_id": r["_id"],
+                        "text": r["text"],
+                        **{f"instruction_{m}": r.get(f"instruction_{m}", "") for m in MODES},
+                    }
+                    for r in rows.values()
+                ),
+            )
+        )
+        for mode in MODES:
+            written.append(
+                _tsv(
+                    folder / f"qrels_{mode}" / "test.tsv",
+                    (
+                        (r["query_id"], r["doc_id"], r["score"])
+                        for r in qrels
+                        if r["mode"] == mode and dimension_of.get(r["query_id"]) == dimension
+                    ),
+                )
+            )
+    return written
