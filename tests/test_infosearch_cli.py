@@ -1,0 +1,54 @@
+"""`ifsynth run infosearch --seeds demo` end to end in a child process, against the fake answering every
+schema with a random valid instance: the run completes for all six dimensions and the export has the public
+InfoSearch layout."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from ifsynth.schemas.config import DIMENSIONS
+from ifsynth.warehouse.store import Warehouse
+from tests.conftest import cli
+from tests.fake_openai import FakeOpenAI
+
+
+def test_random_answers_still_complete_all_six_dimensions(tmp_path: Path) -> None:
+    warehouse, out = tmp_path / "w.duckdb", tmp_path / "export"
+    with FakeOpenAI() as server:
+        run = cli(
+            "--warehouse", str(warehouse), "run", "infosearch", "--seeds", "demo", "--base-url", server.base_url,
+            "--model", "m", "--json",
+        )  # fmt: skip
+        assert run.returncode == 0, run.stderr[-2000:]
+    funnel = json.loads(run.stdout)
+    assert funnel["status"] == "completed"
+    stages = {s["stage"]: s for s in funnel["stages"]}
+    assert stages["collect"]["in"] == 18 and stages["collect"]["rejected"] == 0, "3 demo queries x 6 dimensions"
+    for name in ("rules", "judge_rewrite", "judge_reversal"):
+        s = stages[name]
+        assert s["in"] == s["out"] + s["rejected"] + s["parse_error"] + s["failed"], name
+    with Warehouse(warehouse, read_only=True) as wh:
+        made = {r["dimension"] for r in wh.sql("SELECT DISTINCT payload->>'dimension' AS dimension FROM items")}
+    assert made == set(DIMENSIONS)
+    export = cli("--warehouse", str(warehouse), "export", "--format", "infosearch", "--out", str(out))
+    assert export.returncode == 0, export.stderr
+    assert sorted(p.name for p in out.iterdir()) == sorted([*DIMENSIONS, "README.md"])
+    total = 0
+    for dimension in DIMENSIONS:
+        files = sorted(str(p.relative_to(out / dimension)) for p in (out / dimension).rglob("*") if p.is_file())
+        assert files == [
+            "corpus.jsonl", "qrels_changed/test.tsv", "qrels_og/test.tsv", "qrels_reversed/test.tsv", "queries.jsonl"
+        ]  # fmt: skip
+        corpus = {json.loads(line)["_id"] for line in (out / dimension / "corpus.jsonl").read_text().splitlines()}
+        queries = [json.loads(line) for line in (out / dimension / "queries.jsonl").read_text().splitlines()]
+        assert all(
+            set(q) == {"_id", "text", "instruction_og", "instruction_changed", "instruction_reversed"} for q in queries
+        )
+        for mode in ("og", "changed", "reversed"):
+            header, *rows = (out / dimension / f"qrels_{mode}" / "test.tsv").read_text().splitlines()
+            assert header == "query-id\tcorpus-id\tscore"
+            assert {row.split("\t")[0] for row in rows} == {q["_id"] for q in queries}
+            assert {row.split("\t")[1] for row in rows} <= corpus
+        total += len(queries)
+    assert total == funnel["accepted"] > 0, "what survived the random answers is exported whole"
