@@ -58,7 +58,7 @@ def assemble_infosearch(
     params = ctx.params
     assert isinstance(params, InfoSearchParams)
     cores = _grouped(ctx, "collect", "query")
-    finished, made = _grouped(ctx, reversals), _grouped(ctx, negatives)
+    finished, made = _grouped(ctx, reversals), _grouped(ctx, negatives, "negative")
     writer = StageWriter(ctx, STAGE, order, total=len(cores))
     docs: list[dict[str, Any]] = []
     queries: list[dict[str, Any]] = []

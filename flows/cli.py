@@ -69,7 +69,7 @@ def _jsonable(value: Any) -> Any:
 @app.command()
 def run(
     ctx: typer.Context,
-    recipe: Annotated[str, typer.Argument(help="Recipe to run: instructir.")],
+    recipe: Annotated[str, typer.Argument(help="Recipe to run: instructir or infosearch.")],
     seeds: Annotated[str | None, typer.Option(help="demo, beir:DIR or irds:ID.")] = None,
     limit: Annotated[int | None, typer.Option(help="Use at most this many seed queries.")] = None,
     base_url: Annotated[str | None, typer.Option(help="OpenAI-compatible endpoint (vLLM, Ollama, ...).")] = None,
@@ -246,7 +246,7 @@ def show(
 def export(
     ctx: typer.Context,
     run_ref: RunArg = None,
-    fmt: Annotated[str, typer.Option("--format", help="beir, mteb, jsonl or parquet.")] = "beir",
+    fmt: Annotated[str, typer.Option("--format", help="beir, mteb, jsonl, parquet or infosearch.")] = "beir",
     out_dir: Annotated[Path, typer.Option("--out", help="Directory to write.")] = Path("exports"),
 ) -> None:
     """Write a run's release in a standard layout, with its dataset card."""

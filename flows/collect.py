@@ -55,12 +55,13 @@ def collect_seeds(ctx: RunContext, order: int) -> StageCounts:
     sources = {
         name: dimension_source(ctx.config.seeds, params.dimension_specs[name], name) for name in params.dimensions
     }
-    writer = StageWriter(ctx, STAGE, order, total=0)
-    for dimension, source in sources.items():
+    pairs = {name: list(source.pairs()) for name, source in sources.items()}  # like select: hundreds, not millions
+    writer = StageWriter(ctx, STAGE, order, total=sum(map(len, pairs.values())))
+    for dimension, seeds in pairs.items():
         spec = params.dimension_specs[dimension]
         minimum = needed(spec, params)
         eligible: list[tuple[str, SeedPair]] = []
-        for pair in source.pairs():
+        for pair in seeds:
             core_id = item_id("core", [], dimension, pair.query.query_id)
             have = len(pair.positives)
             if have < minimum:
@@ -68,6 +69,7 @@ def collect_seeds(ctx: RunContext, order: int) -> StageCounts:
                 verdict = writer.verdict(core_id, "reject", judge="rule", reason=reason, score=have, threshold=minimum)
                 rejected = _core(ctx, core_id, dimension, pair, spec, params, status="rejected")
                 writer.add(core_id, Outcome("reject", items=[rejected], verdicts=[verdict], n_out=0))
+                ctx.progress.advance(STAGE)
             else:
                 eligible.append((sha256(f"{params.seed}:{dimension}:{pair.query.query_id}"), pair))
         keep = len(eligible) if ctx.config.limit is None else ctx.config.limit

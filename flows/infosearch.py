@@ -81,7 +81,7 @@ def rewrite(run_id: str) -> StageCounts:
 
 @task(name="rules")
 def rules(run_id: str) -> StageCounts:
-    return check_documents(context(run_id), 4, sources=("collect", "keywords", "rewrite"))
+    return check_documents(context(run_id), 5, sources=("collect", "keywords", "rewrite", "negatives"))
 
 
 @task(name="judge_rewrite")
@@ -89,7 +89,7 @@ def judge_rewrite(run_id: str) -> StageCounts:
     ctx, p = _ctx(run_id)
     return judge_relevance(
         ctx,
-        5,
+        6,
         stage="judge_rewrite",
         source="rules",
         min_score=p.min_rewrite_score,
@@ -106,7 +106,22 @@ def judge_rewrite(run_id: str) -> StageCounts:
 @task(name="negatives")
 def negatives(run_id: str) -> StageCounts:
     ctx, p = _ctx(run_id)
-    return generate_negatives(ctx, 6, source="collect", n=p.query_negatives, max_tokens=p.max_tokens_negatives)
+    return generate_negatives(ctx, 4, source="collect", n=p.query_negatives, max_tokens=p.max_tokens_negatives)
+
+
+@task(name="judge_negatives")
+def judge_negatives(run_id: str) -> StageCounts:
+    ctx, p = _ctx(run_id)
+    return judge_relevance(
+        ctx,
+        7,
+        stage="judge_negatives",
+        source="rules",
+        min_score=1,
+        max_score=p.max_negative_score,
+        max_tokens=p.max_tokens_judge,
+        pages=pages_where(ctx, "rules", lambda item: item.kind == "negative"),
+    )
 
 
 @task(name="instructions")
@@ -125,18 +140,19 @@ def instructions(run_id: str) -> StageCounts:
 
     return generate_instructions(
         ctx,
-        7,
+        8,
         max_tokens=p.max_tokens_instruction,
         source="rules",
         schema=TwoSentenceInstruction,
         variables=variables,
+        pages=pages_where(ctx, "rules", lambda item: item.kind == "document"),
     )
 
 
 @task(name="reversal")
 def reversal(run_id: str) -> StageCounts:
     ctx, p = _ctx(run_id)
-    return reverse_instructions(ctx, 8, source="instructions", max_tokens=p.max_tokens_reversal)
+    return reverse_instructions(ctx, 9, source="instructions", max_tokens=p.max_tokens_reversal)
 
 
 @task(name="judge_reversal")
@@ -144,7 +160,7 @@ def judge_reversal(run_id: str) -> StageCounts:
     ctx, p = _ctx(run_id)
     return judge_relevance(
         ctx,
-        9,
+        10,
         stage="judge_reversal",
         source="reversal",
         min_score=p.min_reversal_score,
@@ -160,14 +176,15 @@ def judge_reversal(run_id: str) -> StageCounts:
 @task(name="assemble")
 def assemble(run_id: str) -> StageCounts:
     templates = [f"infosearch/{name}" for name in RECIPES["infosearch"].templates]
-    return assemble_infosearch(context(run_id), 10, templates=templates, reversals="reversal", negatives="negatives")
+    return assemble_infosearch(context(run_id), 11, templates=templates, reversals="reversal", negatives="rules")
 
 
 @flow(name="infosearch", task_runner=ThreadPoolTaskRunner(max_workers=1))
 def infosearch_flow(run_id: str) -> list[StageCounts]:
-    """Collect, keywords, rewrite, rules, judge rewrites, negatives, instructions, reversal, judge reversals,
-    assemble."""
+    """Collect, keywords, rewrite, query negatives, rules, the rewrite and negative judges, instructions,
+    reversal, the reversal judge, assemble."""
     stages = (
-        collect, keywords, rewrite, rules, judge_rewrite, negatives, instructions, reversal, judge_reversal, assemble
+        collect, keywords, rewrite, negatives, rules, judge_rewrite, judge_negatives, instructions, reversal,
+        judge_reversal, assemble,
     )  # fmt: skip
     return [stage(run_id) for stage in stages]

@@ -31,12 +31,14 @@ def judge_relevance(
     source: str,
     min_score: int,
     max_tokens: int,
+    max_score: int = 5,
     schema: type[RelevanceJudgement] = RelevanceJudgement,
     variables: Callable[[ItemRecord], dict[str, Any]] = _query_and_passage,
     pages: Iterable[list[ItemRecord]] | None = None,
 ) -> StageCounts:
-    """Score each item on a 1-5 rubric (by default: its passage against the original query); keep it at
-    ``min_score`` or above. Other rubrics differ by template, variables and schema name."""
+    """Score each item on a 1-5 rubric (by default: its passage against the original query); keep it when
+    ``min_score <= score <= max_score`` (an upper bound keeps what must *not* answer, e.g. hard negatives).
+    Other rubrics differ by template, variables and schema name."""
 
     def build(item: ItemRecord) -> list[Ask]:
         prompt = ctx.prompts.render(ctx.template(stage), **variables(item))
@@ -46,14 +48,14 @@ def judge_relevance(
         (reply,) = replies
         if reply.status != "ok" or not isinstance(reply.value, schema):
             return writer.failed(item.item_id, reply)
-        decision = "pass" if reply.value.score >= min_score else "reject"
+        decision = "pass" if min_score <= reply.value.score <= max_score else "reject"
         verdict = writer.verdict(
             item.item_id,
             decision,
             judge="llm",
             reason=reply.value.explanation,
             score=reply.value.score,
-            threshold=min_score,
+            threshold=min_score if max_score == 5 else max_score,
             call_key=reply.keys[-1],
         )
         return Outcome(decision, verdicts=[verdict], n_out=int(decision == "pass"))

@@ -43,6 +43,7 @@ RECIPES: dict[str, Recipe] = {
                 "rewrite",
                 "judge_rewrite",
                 "negatives",
+                "judge_negatives",
                 "instructions",
                 "reversal",
                 "judge_reversal",

@@ -120,9 +120,26 @@ def keyword_not_in_siblings(keyword: str, siblings: Sequence[str]) -> Check:
     return Check("keyword_not_in_siblings", n, n == 0, detail, 0)
 
 
+def _stem(token: str) -> str:
+    return token[:5]  # crude, language-free: "stores" and "store", "heating" and "heat" meet
+
+
+def query_overlap(query: str, document: str, minimum: float) -> Check:
+    """The share of the query's content words (not stop or generic words) that the document uses too."""
+    wanted = {_stem(t) for t in _tokens(query) if t not in STOP_WORDS and t not in GENERIC_WORDS}
+    present = {_stem(t) for t in _tokens(document)}
+    share = round(len(wanted & present) / len(wanted), 3) if wanted else 1.0
+    detail = (
+        f"uses {len(wanted & present)} of the {len(wanted)} content words of the query, at least {minimum:g} needed"
+    )
+    return Check("query_overlap", share, share >= minimum, detail, minimum)
+
+
 def document_checks(document: ItemRecord, params: InfoSearchParams, siblings: Sequence[str]) -> list[Check]:
     """Every rule that applies to this document, by its dimension's definition."""
     payload = document.payload or {}
+    if document.kind == "negative":
+        return [query_overlap(payload["query"], payload["passage"], params.min_negative_overlap)]
     spec = params.dimension_specs[payload["dimension"]]
     condition, text = payload["condition"], payload["passage"]
     checks = []
@@ -158,7 +175,9 @@ def check_documents(ctx: RunContext, order: int, *, sources: Sequence[str]) -> S
     for source in sources:
         for page in ctx.warehouse.items(ctx.run_id, source):
             for document in page:
-                if document.kind == "query" or (document.payload or {}).get("condition") is None:
+                if document.kind == "query" or (
+                    document.kind == "document" and (document.payload or {}).get("condition") is None
+                ):
                     continue
                 writer.add(document.item_id, _judge(ctx, writer, document, params, cores))
                 ctx.progress.advance(STAGE)
@@ -192,7 +211,7 @@ def _judge(
         run_id=ctx.run_id,
         item_id=item_id("document", [document.item_id]),
         stage=STAGE,
-        kind="document",
+        kind=document.kind if document.kind == "negative" else "document",
         group_id=document.group_id,
         parent_ids=(document.item_id,),
         payload=payload,

@@ -108,7 +108,8 @@ def llm_stage(
 
     Inputs are the ``ok`` items of the ``source`` stage, unless ``pages`` brings them in another shape.
     """
-    writer = StageWriter(ctx, stage, order, ctx.warehouse.count_items(ctx.run_id, source))
+    total = sum(map(len, pages)) if isinstance(pages, list) else ctx.warehouse.count_items(ctx.run_id, source)
+    writer = StageWriter(ctx, stage, order, total)
     if pages is None:
         pages = ctx.warehouse.items(ctx.run_id, source)  # type: ignore[assignment]
     tally = {"cached": 0, "sent": 0}
@@ -134,9 +135,10 @@ def llm_stage(
 
 def pages_where(
     ctx: RunContext, source: str, keep: Callable[[ItemRecord], bool], *, status: ItemStatus | None = "ok"
-) -> Iterable[list[ItemRecord]]:
-    """The pages of ``source`` with only the items ``keep`` accepts: a stage that serves some of them."""
-    for page in ctx.warehouse.items(ctx.run_id, source, status=status):
-        kept = [item for item in page if keep(item)]
-        if kept:
-            yield kept
+) -> list[list[ItemRecord]]:
+    """The pages of ``source`` with only the items ``keep`` accepts, for a stage that serves some of them.
+
+    Held as a list, so the stage knows its total up front; such stages serve hundreds of items, not millions.
+    """
+    pages = ([item for item in page if keep(item)] for page in ctx.warehouse.items(ctx.run_id, source, status=status))
+    return [page for page in pages if page]

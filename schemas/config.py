@@ -182,6 +182,10 @@ class InfoSearchParams(RecipeParams):
     query_negatives: int = Field(2, ge=1, le=10, description="hard negatives generated per core query")
     min_rewrite_score: int = Field(4, ge=1, le=5, description="keep a rewrite whose relevance score is at least this")
     min_reversal_score: int = Field(4, ge=1, le=5, description="keep a reversal that negates at least this clearly")
+    max_negative_score: int = Field(2, ge=1, le=5, description="keep a query negative scored at most this")
+    min_negative_overlap: float = Field(
+        0.5, ge=0, le=1, description="share of the query's content words a query negative must use"
+    )
     min_cjk_share: float = Field(0.5, ge=0, le=1, description="CJK share of the letters a Chinese text needs")
     max_cjk_share: float = Field(0.05, ge=0, le=1, description="CJK share of the letters a Latin-script text may have")
     max_tokens_keyword: int = Field(256, ge=16)

@@ -74,8 +74,10 @@ def sensible(body: dict[str, Any], *, sloppy: bool = False) -> dict[str, Any]:
         if sloppy and condition == "Chinese":
             return {"plan": "translate", "revised_passage": "This passage is still in English."}
         return {"plan": f"make it a {condition}", "revised_passage": rewrite(condition, query)}
-    if name == "RelevanceJudgement":
-        return {"explanation": "answers it", "score": 5}
+    if name == "RelevanceJudgement":  # rewrites answer; of the two query negatives, the second answers too
+        passage = field(prompt, "Passage")
+        score = 4 if passage.startswith("Negative 1") else 2 if passage.startswith("Negative") else 5
+        return {"explanation": "answers it" if score > 2 else "same topic, no answer", "score": score}
     if name.startswith("QueryNegatives"):
         n, query = int(name.removeprefix("QueryNegatives")), field(prompt, "Query")
         return {"passages": [f"Negative {i}: the history of {query}, which does not answer it." for i in range(n)]}
@@ -130,6 +132,7 @@ def test_every_core_query_ends_complete_in_every_dimension(good: dict[str, Any])
     stages = {s["stage"]: s for s in good["funnel"]["stages"]}
     assert (stages["assemble"]["in"], stages["assemble"]["out"], stages["assemble"]["rejected"]) == (18, 45, 0)
     assert stages["rules"]["rejected"] == 0 and good["funnel"]["accepted"] == 45
+    assert (stages["judge_negatives"]["out"], stages["judge_negatives"]["rejected"]) == (18, 18)
     with Warehouse(good["warehouse"], read_only=True) as wh:
         release = release_for(wh, good["run_id"])
         queries = wh.sql("SELECT * FROM release_queries WHERE release = ?", [release])
@@ -146,7 +149,8 @@ def test_every_core_query_ends_complete_in_every_dimension(good: dict[str, Any])
         modes = Counter(q["mode"] for q in queries if q["group_id"] == core)
         assert modes == {"og": expected, "changed": expected, "reversed": expected}, "one reversal per instruction"
         negatives = [d for d in docs if d["doc_id"].startswith(f"{core}_neg")]
-        assert len(negatives) >= 1 and all(json.loads(d["meta"])["role"] == "query_negative" for d in negatives)
+        assert [d["text"][:10] for d in negatives] == ["Negative 0"], "the negative that answers is judged out"
+        assert all(json.loads(d["meta"])["role"] == "query_negative" for d in negatives)
         positives = [d for d in docs if d["doc_id"].startswith(f"{core}_doc")]
         assert len(positives) == expected
     for q in queries:
@@ -192,11 +196,11 @@ def test_the_infosearch_export_keys_og_changed_and_reversed_qrels(good: dict[str
         assert pairs["og"] == pairs["changed"] == pairs["reversed"], "every mode judges the same documents"
         assert {d for _, d in pairs["og"]} <= corpus
         for q in queries:
-            own = q["_id"].replace(q["_id"].rsplit("_", 1)[0] + "_", "")
+            core, own = q["_id"].rsplit("_", 1)
             changed = {d for qid, d, s in qrels["changed"] if qid == q["_id"] and s == 1}
             reversed_ = {d for qid, d, s in qrels["reversed"] if qid == q["_id"] and s == 1}
             og = {d for qid, d, s in qrels["og"] if qid == q["_id"] and s == 1}
-            assert changed == {q["_id"].rsplit("_", 1)[0] + f"_doc{own}"}
+            assert changed == {f"{core}_doc{own}"}
             assert reversed_ == og - changed and og == {d for qid, d in pairs["og"] if qid == q["_id"]}
     card = (out / "README.md").read_text()
     assert "only the document of its condition scores 1" in card and "| length | Length-v1 | 3 | 9 |" in card

@@ -7,6 +7,7 @@ from ifsynth.flows.rules import (
     keyword_in_document,
     keyword_not_in_siblings,
     keyword_specific,
+    query_overlap,
     script,
     word_band,
     words,
@@ -67,3 +68,12 @@ def test_a_keyword_shared_by_a_sibling_document_is_rejected_with_the_count() -> 
     check = keyword_not_in_siblings("olive oil", siblings)
     assert (check.rule, check.value, check.passed) == ("keyword_not_in_siblings", 1, False)
     assert keyword_not_in_siblings("ice cube tray", siblings).passed
+
+
+def test_a_query_negative_must_use_the_query_words() -> None:
+    near_miss = query_overlap(
+        "how to store fresh basil", "Growing basil: fresh plants need sun; stores sell seeds.", 0.5
+    )
+    assert (near_miss.rule, near_miss.value, near_miss.passed) == ("query_overlap", 1.0, True)
+    off_topic = query_overlap("how to store fresh basil", "Tomatoes ripen faster on a sunny windowsill.", 0.5)
+    assert (off_topic.value, off_topic.passed) == (0.0, False)

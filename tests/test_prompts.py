@@ -16,6 +16,15 @@ SAMPLE = {
     "instruction": "I am a sailor planning a trip.",
     "k": 3,
     "candidates": [{"label": "1", "text": "first"}, {"label": "2", "text": "second"}],
+    # infosearch
+    "dimension": "length",
+    "condition": "sentence",
+    "siblings": ["paragraph", "article"],
+    "seed_kind": "one paragraph",
+    "target": "the same answer in one single sentence",
+    "restriction": "Please answer in one sentence.",
+    "reversed_instruction": "How do tides work? Please do not answer in one sentence.",
+    "n": 2,
 }
 
 

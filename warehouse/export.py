@@ -5,7 +5,7 @@ byte-identical files."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any, Literal
 
@@ -59,22 +59,29 @@ def export(warehouse: Warehouse, release: str, fmt: Format, out: str | Path) -> 
 
         written = write_infosearch(out, docs, queries, qrels, card)
     else:
-        writer = {"beir": _beir_modes, "mteb": _mteb, "jsonl": _flat, "parquet": _flat}[fmt]
-        written = writer(out, docs, queries, qrels, fmt)
+        writer = {"beir": _beir, "mteb": _mteb, "jsonl": _flat, "parquet": _flat}[fmt]
+        written = (_per_mode(writer) if fmt in ("beir", "mteb") else writer)(out, docs, queries, qrels, fmt)
     written.append(_write_text(out / "README.md", card_markdown(card, fmt)))
     return written
 
 
-def _beir_modes(out: Path, docs: list[dict], queries: list[dict], qrels: list[dict], fmt: str) -> list[Path]:
-    """One BEIR folder, or one per mode (``<out>/<mode>/``) when the release has several retrieval modes."""
-    modes = list(dict.fromkeys(q["mode"] for q in queries))
-    if len(modes) <= 1:
-        return _beir(out, docs, queries, qrels, fmt)
-    written = []
-    for mode in modes:
-        chosen = [q for q in queries if q["mode"] == mode]
-        written += _beir(out / mode, docs, chosen, [r for r in qrels if r["mode"] == mode], fmt)
-    return written
+Writer = Callable[[Path, list[dict], list[dict], list[dict], str], list[Path]]
+
+
+def _per_mode(writer: Writer) -> Writer:
+    """One folder, or one per mode (``<out>/<mode>/``) when the release has several retrieval modes."""
+
+    def write(out: Path, docs: list[dict], queries: list[dict], qrels: list[dict], fmt: str) -> list[Path]:
+        modes = list(dict.fromkeys(q["mode"] for q in queries))
+        if len(modes) <= 1:
+            return writer(out, docs, queries, qrels, fmt)
+        written = []
+        for mode in modes:
+            chosen = [q for q in queries if q["mode"] == mode]
+            written += writer(out / mode, docs, chosen, [r for r in qrels if r["mode"] == mode], fmt)
+        return written
+
+    return write
 
 
 def _beir(out: Path, docs: list[dict], queries: list[dict], qrels: list[dict], _: str) -> list[Path]:
@@ -143,9 +150,10 @@ def _mteb(out: Path, docs: list[dict], queries: list[dict], qrels: list[dict], _
 
 
 def _flat(out: Path, docs: list[dict], queries: list[dict], qrels: list[dict], fmt: str) -> list[Path]:
-    positives: dict[str, list[str]] = {}
+    positives: dict[tuple[str, str], list[str]] = {}
     for r in qrels:
-        positives.setdefault(r["query_id"], []).append(r["doc_id"])
+        if r["score"] > 0:
+            positives.setdefault((r["mode"], r["query_id"]), []).append(r["doc_id"])
     instances = [
         {
             "query_id": q["query_id"],
@@ -153,7 +161,7 @@ def _flat(out: Path, docs: list[dict], queries: list[dict], qrels: list[dict], f
             "mode": q["mode"],
             "query": q["query"],
             "instruction": q["instruction"],
-            "positive_ids": positives.get(q["query_id"], []),
+            "positive_ids": positives.get((q["mode"], q["query_id"]), []),
             **json.loads(q["meta"]),
         }
         for q in queries
