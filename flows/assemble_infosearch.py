@@ -71,7 +71,7 @@ def assemble_infosearch(
         dimension, required = payload["dimension"], len(payload["conditions"])
         by_position: dict[int, ItemRecord] = {}
         for item in finished.get(group_id, []):
-            by_position.setdefault(item.payload["position"], item)  # type: ignore[index]
+            by_position.setdefault((item.payload or {})["position"], item)
         negative_items = made.get(group_id, [])
         missing = [n for n in range(1, required + 1) if n not in by_position]
         if missing or not negative_items:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import heapq
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from ifsynth.flows.context import RunContext
 from ifsynth.flows.seeds import BeirFolder, SeedSource, open_source
@@ -93,7 +93,7 @@ def _core(
     spec: Dimension,
     params: InfoSearchParams,
     *,
-    status: str,
+    status: Literal["ok", "rejected"],
 ) -> ItemRecord:
     kept = seed_documents(pair, spec, params)
     conditions = list(spec.conditions) if spec.conditions else [None] * len(kept)
@@ -110,7 +110,7 @@ def _core(
             "conditions": conditions,
             "passages": [{"doc_id": p.doc_id, "title": p.title, "text": p.text} for _, _, p in kept],
         },
-        status=status,  # type: ignore[arg-type]
+        status=status,
     )
 
 

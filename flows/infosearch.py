@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from prefect import flow, task
@@ -28,6 +29,11 @@ def _ctx(run_id: str) -> tuple[RunContext, InfoSearchParams]:
     ctx = context(run_id)
     assert isinstance(ctx.params, InfoSearchParams)
     return ctx, ctx.params
+
+
+def _fields(*names: str) -> Callable[[ItemRecord], dict[str, Any]]:
+    """Template variables read from an item's payload."""
+    return lambda item: {name: (item.payload or {})[name] for name in names}
 
 
 @task(name="collect")
@@ -94,11 +100,7 @@ def judge_rewrite(run_id: str) -> StageCounts:
         source="rules",
         min_score=p.min_rewrite_score,
         max_tokens=p.max_tokens_judge,
-        variables=lambda item: {
-            "query": item.payload["query"],  # type: ignore[index]
-            "passage": item.payload["passage"],  # type: ignore[index]
-            "condition": item.payload["condition"],  # type: ignore[index]
-        },
+        variables=_fields("query", "passage", "condition"),
         pages=pages_where(ctx, "rules", lambda item: (item.payload or {}).get("origin") == "rewrite"),
     )
 
@@ -166,10 +168,7 @@ def judge_reversal(run_id: str) -> StageCounts:
         min_score=p.min_reversal_score,
         max_tokens=p.max_tokens_judge,
         schema=NegationJudgement,
-        variables=lambda item: {
-            "instruction": item.payload["instruction"],  # type: ignore[index]
-            "reversed_instruction": item.payload["reversed_instruction"],  # type: ignore[index]
-        },
+        variables=_fields("instruction", "reversed_instruction"),
     )
 
 
