@@ -11,14 +11,14 @@ from __future__ import annotations
 import heapq
 from importlib import resources
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
 from ifsynth.flows.context import RunContext
 from ifsynth.flows.seeds import BeirFolder, SeedSource, open_source
 from ifsynth.flows.stage import Outcome, StageWriter
 from ifsynth.schemas.config import Dimension, InfoSearchParams
 from ifsynth.schemas.records import ItemRecord, StageCounts
-from ifsynth.schemas.seeds import SeedPair
+from ifsynth.schemas.seeds import SeedPair, SeedPassage
 from ifsynth.warehouse.keys import item_id, sha256
 
 STAGE = "collect"
@@ -40,7 +40,9 @@ def needed(spec: Dimension, params: InfoSearchParams) -> int:
     return 1 if spec.seed_condition is not None else len(spec.conditions)
 
 
-def seed_documents(pair: SeedPair, spec: Dimension, params: InfoSearchParams) -> list[tuple[int, str | None, Any]]:
+def seed_documents(
+    pair: SeedPair, spec: Dimension, params: InfoSearchParams
+) -> list[tuple[int, str | None, SeedPassage]]:
     """(position, condition, passage) of the seed documents this query keeps; positions count from 1."""
     if not spec.conditions:
         return [(n, None, p) for n, p in enumerate(pair.positives[: params.keyword_documents[1]], 1)]
