@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 import re
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -93,29 +93,31 @@ def sensible(body: dict[str, Any], *, sloppy: bool = False) -> dict[str, Any]:
     raise AssertionError(f"unexpected request {name}")
 
 
-def run(responder: Callable[[dict[str, Any]], dict[str, Any]], root: Path, *sets: str) -> dict[str, Any]:
-    with FakeOpenAI(mode="responder", responder=responder) as server:
-        config = resolve("infosearch", seeds="demo", base_url=server.base_url, model="gen", sets=list(sets))
-        warehouse = root / "w.duckdb"
-        run_id = execute(config, warehouse).run_id
+def run(server: FakeOpenAI, root: Path, *sets: str, out: str = "") -> dict[str, Any]:
+    config = resolve("infosearch", seeds="demo", base_url=server.base_url, model="gen", sets=list(sets))
+    warehouse = root / "w.duckdb"
+    run_id = execute(config, warehouse).run_id
     with Warehouse(warehouse, read_only=True) as wh:
-        export(wh, release_for(wh, run_id), "infosearch", root / "infosearch")
-        export(wh, release_for(wh, run_id), "beir", root / "beir")
+        export(wh, release_for(wh, run_id), "infosearch", root / f"infosearch{out}")
+        export(wh, release_for(wh, run_id), "beir", root / f"beir{out}")
         return {"root": root, "warehouse": warehouse, "run_id": run_id, "funnel": audit.funnel(wh, run_id)}
 
 
 @pytest.fixture(scope="module")
-def good(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    return run(sensible, tmp_path_factory.mktemp("good"))
+def server() -> Iterator[FakeOpenAI]:
+    with FakeOpenAI(mode="responder", responder=sensible) as fake:
+        yield fake
+
+
+@pytest.fixture(scope="module")
+def good(server: FakeOpenAI, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    return run(server, tmp_path_factory.mktemp("good"))
 
 
 @pytest.fixture(scope="module")
 def sloppy(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
-    yield run(
-        lambda body: sensible(body, sloppy=True),
-        tmp_path_factory.mktemp("sloppy"),
-        "dimensions=[keyword, language, length]",
-    )
+    with FakeOpenAI(mode="responder", responder=lambda body: sensible(body, sloppy=True)) as fake:
+        yield run(fake, tmp_path_factory.mktemp("sloppy"), "dimensions=[keyword, language, length]")
 
 
 def jsonl(path: Path) -> list[dict[str, Any]]:
@@ -217,6 +219,20 @@ def test_beir_export_writes_one_folder_per_mode(good: dict[str, Any]) -> None:
             assert all(q["text"].endswith(" [SEP] " + q["metadata"]["origin_query"]) for q in queries)
         # each instructed query judges every positive of its core query: 3 x 2 x 2 thrice, 3 x 3 x 3 thrice
         assert len(tsv(beir / mode / "qrels" / "test.tsv")) == 3 * (3 * 2 * 2) + 3 * (3 * 3 * 3)
+
+
+def test_a_second_run_is_answered_from_the_cache_and_exports_the_same_bytes(
+    good: dict[str, Any], server: FakeOpenAI
+) -> None:
+    sent = server.stats()["requests"]
+    again = run(server, good["root"], out="-again")
+    assert server.stats()["requests"] == sent, "every request of an identical run is in the cache"
+    assert again["run_id"] != good["run_id"] and again["funnel"]["accepted"] == good["funnel"]["accepted"]
+    for name in ("infosearch", "beir"):
+        first, second = good["root"] / name, good["root"] / f"{name}-again"
+        files = sorted(p.relative_to(first) for p in first.rglob("*") if p.is_file())
+        assert files == sorted(p.relative_to(second) for p in second.rglob("*") if p.is_file())
+        assert all((first / f).read_bytes() == (second / f).read_bytes() for f in files), name
 
 
 def test_the_rules_reject_what_they_should_and_audit_says_why(sloppy: dict[str, Any]) -> None:
