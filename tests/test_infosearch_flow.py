@@ -18,6 +18,7 @@ from ifsynth.flows.runner import execute
 from ifsynth.schemas.config import DIMENSIONS
 from ifsynth.warehouse import audit
 from ifsynth.warehouse.export import export, release_for
+from ifsynth.warehouse.imports import import_release
 from ifsynth.warehouse.store import Warehouse
 from tests.conftest import REPO, cli
 from tests.fake_openai import FakeOpenAI
@@ -233,6 +234,27 @@ def test_a_second_run_is_answered_from_the_cache_and_exports_the_same_bytes(
         files = sorted(p.relative_to(first) for p in first.rglob("*") if p.is_file())
         assert files == sorted(p.relative_to(second) for p in second.rglob("*") if p.is_file())
         assert all((first / f).read_bytes() == (second / f).read_bytes() for f in files), name
+
+
+def test_the_export_reads_back_through_import_into_the_same_counts(good: dict[str, Any]) -> None:
+    def counts(wh: Warehouse, release: str) -> dict[str, Any]:
+        def per_mode(table: str, where: str = "") -> dict[str, int]:
+            rows = wh.sql(f"SELECT mode, count(*) AS n FROM {table} WHERE release = ? {where} GROUP BY mode", [release])
+            return {row["mode"]: row["n"] for row in rows}
+
+        docs = wh.sql("SELECT count(*) AS n FROM release_docs WHERE release = ?", [release])[0]["n"]
+        return {
+            "docs": docs,
+            "queries": per_mode("release_queries"),
+            "qrels": per_mode("release_qrels"),
+            "positives": per_mode("release_qrels", "AND score > 0"),
+        }
+
+    with Warehouse(good["warehouse"]) as wh:
+        generated = release_for(wh, good["run_id"])
+        import_release(wh, "infosearch", good["root"] / "infosearch", name="infosearch-roundtrip")
+        assert counts(wh, "infosearch-roundtrip") == counts(wh, generated)
+        assert counts(wh, generated)["queries"] == {"og": 45, "changed": 45, "reversed": 45}
 
 
 def test_the_rules_reject_what_they_should_and_audit_says_why(sloppy: dict[str, Any]) -> None:
