@@ -69,7 +69,7 @@ def _jsonable(value: Any) -> Any:
 @app.command()
 def run(
     ctx: typer.Context,
-    recipe: Annotated[str, typer.Argument(help="Recipe to run: instructir or infosearch.")],
+    recipe: Annotated[str, typer.Argument(help="Recipe to run: instructir, infosearch or infir.")],
     seeds: Annotated[str | None, typer.Option(help="demo, beir:DIR or irds:ID.")] = None,
     limit: Annotated[int | None, typer.Option(help="Use at most this many seed queries.")] = None,
     base_url: Annotated[str | None, typer.Option(help="OpenAI-compatible endpoint (vLLM, Ollama, ...).")] = None,
@@ -171,11 +171,18 @@ def funnel(ctx: typer.Context, run_ref: RunArg = None, as_json: JsonFlag = False
 
 
 def _print_funnel(report: dict[str, Any]) -> None:
-    table = Table("stage", "in", "out", "rejected", "parse error", "failed", "cached", "sent")
+    table = Table(Column("stage", no_wrap=True), "in", "out", "rejected", "parse error", "failed", "cached", "sent")
     for s in report["stages"]:
         table.add_row(
             s["stage"], *(str(s[k]) for k in ("in", "out", "rejected", "parse_error", "failed", "cached", "sent"))
         )
+        for j in s.get("judges", []):
+            share = "" if j["yield"] is None else f" ({j['yield']:.0%})"
+            name = j["judge"].removeprefix("llm:").replace("negative_", "neg. ")
+            table.add_row(f" {name}", str(j["judged"]), f"{j['passed']}{share}", str(j["rejected"]), "", "")
+        if s.get("judges") and s["in"]:
+            table.add_row(" all three" if len(s["judges"]) == 3 else " all", str(s["in"]),
+                          f"{s['out']} ({s['out'] / s['in']:.0%})", "", "", "")  # fmt: skip
     out.print(table)
     calls = report["llm_calls"]
     out.print(
@@ -234,6 +241,10 @@ def show(
     for v in report["verdicts"]:
         score = "" if v["score"] is None else f" score {v['score']:g}"
         out.print(f"  verdict {v['stage']} ({v['judge']}): {v['decision']}{score} - {v['reason']}")
+    for child in report.get("used_by", []):
+        out.print(f"  used by {child['item_id']} ({child['kind']}, {child['status']})")
+        for v in child["verdicts"]:
+            out.print(f"    verdict {v['stage']} ({v['judge']}): {v['decision']} - {v['reason']}")
     for call in report["llm_calls"]:
         if call.get("missing"):
             out.print(f"  call {call['key'][:16]}: not in the warehouse")
@@ -246,7 +257,10 @@ def show(
 def export(
     ctx: typer.Context,
     run_ref: RunArg = None,
-    fmt: Annotated[str, typer.Option("--format", help="beir, mteb, jsonl, parquet or infosearch.")] = "beir",
+    fmt: Annotated[
+        str,
+        typer.Option("--format", help="beir, mteb, jsonl, parquet, infosearch; infir: also infir, triplets, hf"),
+    ] = "beir",
     out_dir: Annotated[Path, typer.Option("--out", help="Directory to write.")] = Path("exports"),
 ) -> None:
     """Write a run's release in a standard layout, with its dataset card."""

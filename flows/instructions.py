@@ -2,7 +2,7 @@
 
 InstructIR asks for k scenarios per seed; InfoSearch for one two-sentence instruction per (query, condition).
 They differ only in template variables and answer schema: the schema's ``entries()`` says what each
-instruction item adds to the payload.
+instruction item adds to the payload. InF-IR also cuts each instruction at its first newline, on record.
 """
 
 from __future__ import annotations
@@ -11,10 +11,11 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from ifsynth.flows.context import RunContext
+from ifsynth.flows.infir_rules import first_line, newline_verdicts
 from ifsynth.flows.llm import Ask, Reply
 from ifsynth.flows.stage import Outcome, StageWriter, llm_stage
 from ifsynth.schemas.answers import Answer, instruction_list
-from ifsynth.schemas.records import ItemRecord, StageCounts
+from ifsynth.schemas.records import ItemRecord, StageCounts, VerdictRecord
 from ifsynth.warehouse.keys import item_id
 
 STAGE = "instructions"
@@ -32,6 +33,7 @@ def generate_instructions(
     schema: type[Answer] | None = None,
     variables: Variables | None = None,
     pages: Iterable[list[ItemRecord]] | None = None,
+    cut_at_newline: bool = False,
 ) -> StageCounts:
     """By default InstructIR's: ``k`` instructions from (query, passage), answered as an instruction list."""
     answer = schema or instruction_list(k)
@@ -50,20 +52,26 @@ def generate_instructions(
         (reply,) = replies
         if reply.status != "ok" or reply.value is None:
             return writer.failed(seed.item_id, reply)
-        items = [
-            ItemRecord(
-                run_id=ctx.run_id,
-                item_id=item_id("instruction", [seed.item_id], number, entry["instruction"]),
-                stage=STAGE,
-                kind="instruction",
-                group_id=seed.group_id,
-                parent_ids=(seed.item_id,),
-                payload={**(seed.payload or {}), **entry, "k": number},
-                call_keys=tuple(reply.keys),
-                ord=seed.ord + number,
+        items: list[ItemRecord] = []
+        verdicts: list[VerdictRecord] = []
+        for number, entry in enumerate(reply.value.entries(), 1):  # type: ignore[attr-defined]
+            generated = entry["instruction"]
+            text = first_line(generated) if cut_at_newline else generated
+            instruction_id = item_id("instruction", [seed.item_id], number, text)
+            verdicts += newline_verdicts(writer, instruction_id, "instruction", generated, text)
+            items.append(
+                ItemRecord(
+                    run_id=ctx.run_id,
+                    item_id=instruction_id,
+                    stage=STAGE,
+                    kind="instruction",
+                    group_id=seed.group_id,
+                    parent_ids=(seed.item_id,),
+                    payload={**(seed.payload or {}), **entry, "instruction": text, "k": number},
+                    call_keys=tuple(reply.keys),
+                    ord=seed.ord + number,
+                )
             )
-            for number, entry in enumerate(reply.value.entries(), 1)  # type: ignore[attr-defined]
-        ]
-        return Outcome("pass", items=items)
+        return Outcome("pass", items=items, verdicts=verdicts)
 
     return llm_stage(ctx, STAGE, order, source=source, build=build, handle=handle, pages=pages)

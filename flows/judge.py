@@ -7,8 +7,8 @@ takes the status ``rejected`` and leaves the pipeline.
 from __future__ import annotations
 
 import random
-from collections.abc import Callable, Iterable, Iterator
-from typing import Any
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from typing import Any, TypeVar
 
 from ifsynth.flows.context import RunContext
 from ifsynth.flows.llm import Ask, Reply
@@ -64,6 +64,23 @@ def judge_relevance(
 
 
 Entry = tuple[ItemRecord, list[ItemRecord]]
+T = TypeVar("T")
+
+
+def shuffled(candidates: Sequence[T], seed: str) -> list[T]:
+    """A candidate list in an order fixed by ``seed``: the same for every rerun, unrelated to the gold's place."""
+    listed = list(candidates)
+    random.Random(sha256(seed)).shuffle(listed)
+    return listed
+
+
+def labels(n: int) -> tuple[str, ...]:
+    return tuple(str(number) for number in range(1, n + 1))
+
+
+def pick_reason(picked: str, picked_id: str, gold: str, explanation: str, gold_id: str | None = None) -> str:
+    """The judge's answer and the intended label, as a verdict's reason."""
+    return f"picked [{picked}] {picked_id} (gold [{gold}]{f' {gold_id}' if gold_id else ''}): {explanation}"
 
 
 def judge_pick(ctx: RunContext, order: int, *, stage: str, source: str, max_tokens: int) -> StageCounts:
@@ -79,24 +96,20 @@ def judge_pick(ctx: RunContext, order: int, *, stage: str, source: str, max_toke
 
     def candidates(entry: Entry) -> list[ItemRecord]:
         item, siblings = entry
-        shuffled = sorted(siblings, key=lambda sibling: sibling.item_id)
-        random.Random(sha256(f"{ctx.params.seed}:{item.item_id}")).shuffle(shuffled)
-        return shuffled
+        return shuffled(sorted(siblings, key=lambda sibling: sibling.item_id), f"{ctx.params.seed}:{item.item_id}")
 
     def build(entry: Entry) -> list[Ask]:
         item, _ = entry
         listed = candidates(entry)
-        labels = tuple(str(number) for number in range(1, len(listed) + 1))
+        names = labels(len(listed))
         payload = item.payload or {}
         prompt = ctx.prompts.render(
             ctx.template(stage),
             query=payload["query"],
             instruction=payload["instruction"],
-            candidates=[
-                {"label": label, "text": c.payload["passage"]} for label, c in zip(labels, listed, strict=True)
-            ],
+            candidates=[{"label": label, "text": c.payload["passage"]} for label, c in zip(names, listed, strict=True)],
         )
-        return [Ask(prompt, candidate_pick(labels), "judge", ctx.params.judge_temperature, max_tokens)]
+        return [Ask(prompt, candidate_pick(names), "judge", ctx.params.judge_temperature, max_tokens)]
 
     def handle(writer: StageWriter, entry: Entry, replies: list[Reply]) -> Outcome:
         item, _ = entry
@@ -107,7 +120,7 @@ def judge_pick(ctx: RunContext, order: int, *, stage: str, source: str, max_toke
         gold = str(listed.index(item) + 1)
         picked = listed[int(reply.value.best) - 1]
         decision = "pass" if reply.value.best == gold else "reject"
-        reason = f"picked [{reply.value.best}] {picked.item_id} (gold [{gold}]): {reply.value.explanation}"
+        reason = pick_reason(reply.value.best, picked.item_id, gold, reply.value.explanation)
         verdict = writer.verdict(item.item_id, decision, judge="llm", reason=reason, call_key=reply.keys[-1])
         return Outcome(decision, verdicts=[verdict], n_out=int(decision == "pass"))
 

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ifsynth.flows.exceptions import ConfigError
-from ifsynth.schemas.config import InfoSearchParams, InstructIRParams, RecipeParams
+from ifsynth.schemas.config import InfIRParams, InfoSearchParams, InstructIRParams, RecipeParams
 
 
 @dataclass(frozen=True)
@@ -49,6 +49,12 @@ RECIPES: dict[str, Recipe] = {
                 "judge_reversal",
             ),
             flow_path="ifsynth.flows.infosearch:infosearch_flow",
+        ),
+        Recipe(
+            name="infir",
+            params=InfIRParams,
+            templates=("instructions", "poison", "rewrite", "validate"),
+            flow_path="ifsynth.flows.infir:infir_flow",
         ),
     )
 }

@@ -7,18 +7,26 @@ the ``limit`` eligible queries with the smallest hash of (seed, query id): stabl
 from __future__ import annotations
 
 import heapq
-from typing import Literal
+from typing import Literal, Protocol, cast
 
 import numpy as np
 
 from ifsynth.flows.context import RunContext
 from ifsynth.flows.stage import Outcome, StageWriter
-from ifsynth.schemas.config import InstructIRParams
 from ifsynth.schemas.records import ItemRecord, StageCounts
 from ifsynth.schemas.seeds import SeedPair
 from ifsynth.warehouse.keys import item_id, sha256
 
 STAGE = "select"
+
+
+class SelectionParams(Protocol):
+    """What selection reads from a recipe's parameters (InstructIR's and InF-IR's both carry it)."""
+
+    seed: int
+    length_unit: Literal["chars", "words"]
+    query_length_percentiles: tuple[float, float]
+    passage_length_percentiles: tuple[float, float]
 
 
 def length(text: str, unit: Literal["chars", "words"]) -> int:
@@ -33,8 +41,7 @@ def band(values: list[int], percentiles: tuple[float, float]) -> tuple[float, fl
 
 
 def select_seeds(ctx: RunContext, order: int) -> StageCounts:
-    params = ctx.params
-    assert isinstance(params, InstructIRParams)
+    params = cast(SelectionParams, ctx.params)
     unit = params.length_unit
     query_lengths, passage_lengths = [], []
     for pair in ctx.source.pairs():
@@ -70,7 +77,7 @@ def _reasons(
     unit: str,
     query_band: tuple[float, float],
     passage_band: tuple[float, float],
-    params: InstructIRParams,
+    params: SelectionParams,
 ) -> list[str]:
     reasons = []
     if len(pair.positives) != 1:

@@ -14,7 +14,7 @@ from typing import TypeVar
 
 from ifsynth.flows.context import RunContext
 from ifsynth.flows.llm import Ask, Gateway, Reply
-from ifsynth.schemas.records import Decision, ItemRecord, ItemStatus, JudgeKind, StageCounts, VerdictRecord
+from ifsynth.schemas.records import Decision, ItemRecord, ItemStatus, Judge, StageCounts, VerdictRecord
 
 T = TypeVar("T")
 
@@ -46,7 +46,7 @@ class StageWriter:
         item_id: str,
         decision: Decision,
         *,
-        judge: JudgeKind,
+        judge: Judge,
         reason: str,
         score: float | None = None,
         threshold: float | None = None,

@@ -34,18 +34,34 @@ class InstructionList(Answer):
     instructions: list[NonEmpty]
 
     def entries(self) -> list[dict[str, str]]:
-        """One payload update per instruction item the answer makes."""
-        return [{"instruction": text} for text in self.instructions]
+        """One payload update per instruction item the answer makes (with any other field, e.g. ``language``)."""
+        extra = self.model_dump(exclude={"instructions"})
+        return [{"instruction": text, **extra} for text in self.instructions]
 
 
 @cache
-def instruction_list(k: int) -> type[InstructionList]:
-    """An answer holding exactly ``k`` instructions."""
-    return create_model(
-        f"Instructions{k}",
-        __base__=InstructionList,
-        instructions=(Annotated[list[NonEmpty], Field(min_length=k, max_length=k)], ...),
-    )
+def instruction_list(k: int, *, language: bool = False) -> type[InstructionList]:
+    """An answer holding exactly ``k`` instructions; with ``language``, also the programming language they name."""
+    fields: dict[str, Any] = {"instructions": (Annotated[list[NonEmpty], Field(min_length=k, max_length=k)], ...)}
+    if language:
+        fields["language"] = (NonEmpty, ...)
+    return create_model(f"{'Code' * language}Instructions{k}", __base__=InstructionList, **fields)
+
+
+class Poisoning(Answer):
+    """InF-IR's altered pair: the passage's core aspects first, then an instruction and a query that diverge."""
+
+    aspects: Annotated[list[NonEmpty], Field(min_length=2, max_length=3)]
+    negative_instruction: NonEmpty
+    negative_query: NonEmpty
+
+
+class CodePoisoning(Poisoning):
+    language: NonEmpty
+
+
+def poisoning(*, language: bool = False) -> type[Poisoning]:
+    return CodePoisoning if language else Poisoning
 
 
 class Rewrite(Answer):

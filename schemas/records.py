@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any, Literal
+from typing import Annotated, Any, Literal, get_args
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
 ItemStatus = Literal["ok", "rejected", "parse_error", "failed", "accepted"]
 Decision = Literal["pass", "reject", "parse_error", "failed"]
 JudgeKind = Literal["llm", "rule", "human"]
+# A verdict's judge: its kind, named (`llm:positive`, `rule:newline`) when one stage decides an item several ways.
+Judge = Annotated[str, StringConstraints(pattern=rf"^({'|'.join(get_args(JudgeKind))})(:[a-z0-9_]+)?$")]
 RunStatus = Literal["running", "completed", "failed", "interrupted", "stopped"]
 
 
@@ -63,7 +65,7 @@ class VerdictRecord(Record):
     run_id: str
     item_id: str
     stage: str
-    judge: JudgeKind
+    judge: Judge
     decision: Decision
     score: float | None = None
     threshold: float | None = None

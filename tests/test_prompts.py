@@ -15,6 +15,7 @@ SAMPLE = {
     "passage": "Tides are caused by the moon.",
     "instruction": "I am a sailor planning a trip.",
     "k": 3,
+    "flavour": "general",
     "candidates": [{"label": "1", "text": "first"}, {"label": "2", "text": "second"}],
     # infosearch
     "dimension": "length",

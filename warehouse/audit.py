@@ -12,7 +12,7 @@ from ifsynth.warehouse.store import Warehouse
 def runs(warehouse: Warehouse) -> list[dict[str, Any]]:
     return warehouse.sql(
         "SELECT r.run_id, r.name, r.recipe, r.status, r.started_at, r.ended_at, "
-        "(SELECT count(*) FROM release_queries q JOIN releases s ON q.release = s.name "
+        "(SELECT count(DISTINCT q.query_id) FROM release_queries q JOIN releases s ON q.release = s.name "
         " WHERE s.run_id = r.run_id) AS accepted "
         "FROM runs r ORDER BY r.started_at"
     )
@@ -34,6 +34,10 @@ def funnel(warehouse: Warehouse, ref: str | None = None) -> dict[str, Any]:
     accepted = warehouse.sql("SELECT count(*) AS n FROM items WHERE run_id = ? AND status = 'accepted'", [run.run_id])[
         0
     ]["n"]
+    for stage in stages:
+        judges = _judges(warehouse, run.run_id, stage["stage"])
+        if judges:
+            stage["judges"] = judges
     return {
         "run": run.run_id,
         "name": run.name,
@@ -49,6 +53,22 @@ def funnel(warehouse: Warehouse, ref: str | None = None) -> dict[str, Any]:
         "tokens": {"prompt": calls["prompt_tokens"], "completion": calls["completion_tokens"]},
         "cost_usd": calls["cost"],
     }
+
+
+def _judges(warehouse: Warehouse, run_id: str, stage: str) -> list[dict[str, Any]]:
+    """Per-judge yields of a stage that decides its inputs several ways (InF-IR's three judgments)."""
+    rows = warehouse.sql(
+        "SELECT judge, count(*) AS judged, count(*) FILTER (WHERE decision = 'pass') AS passed, "
+        "count(*) FILTER (WHERE decision = 'reject') AS rejected, "
+        "count(*) FILTER (WHERE decision IN ('parse_error', 'failed')) AS unanswered "
+        "FROM verdicts WHERE run_id = ? AND stage = ? AND judge LIKE 'llm:%' GROUP BY judge ORDER BY judge",
+        [run_id, stage],
+    )
+    if len(rows) < 2:
+        return []
+    for row in rows:
+        row["yield"] = round(row["passed"] / row["judged"], 4) if row["judged"] else None
+    return rows
 
 
 def audit(
@@ -87,22 +107,35 @@ def show(warehouse: Warehouse, item: str, ref: str | None = None) -> dict[str, A
     run_id = warehouse.run(ref).run_id if ref else _latest_run_with(warehouse, item)
     record = _item(warehouse, run_id, item)
     parents = []
-    frontier = list(record["parent_ids"])
+    frontier, seen = list(record["parent_ids"]), set(record["parent_ids"])
     while frontier:
         parent = _item(warehouse, run_id, frontier.pop(0))
         parents.append(parent)
-        frontier.extend(parent["parent_ids"])
+        frontier.extend(p for p in parent["parent_ids"] if p not in seen)
+        seen.update(parent["parent_ids"])
     verdicts = warehouse.sql(
         "SELECT stage, judge, decision, score, threshold, reason, call_key FROM verdicts "
         "WHERE run_id = ? AND item_id = ? ORDER BY created_at",
         [run_id, item],
     )
     keys = list(record["call_keys"]) + [v["call_key"] for v in verdicts if v["call_key"]]
+    used_by = warehouse.sql(
+        "SELECT item_id, kind, stage, status FROM items WHERE run_id = ? AND list_contains(parent_ids, ?) "
+        "ORDER BY stage, item_id",
+        [run_id, item],
+    )
+    for child in used_by:  # what became of this item downstream, e.g. the judgments of a tuple it is part of
+        child["verdicts"] = warehouse.sql(
+            "SELECT stage, judge, decision, score, threshold, reason, call_key FROM verdicts "
+            "WHERE run_id = ? AND item_id = ? ORDER BY judge",
+            [run_id, child["item_id"]],
+        )
     return {
         "run": run_id,
         "item": record,
         "parents": parents,
         "verdicts": verdicts,
+        "used_by": used_by,
         "llm_calls": [_call(warehouse, key) for key in dict.fromkeys(keys)],
     }
 

@@ -13,11 +13,12 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import yaml
 
+from ifsynth.warehouse import export_infir
 from ifsynth.warehouse.exceptions import UnknownRelease, WarehouseError
 from ifsynth.warehouse.store import Warehouse
 
-Format = Literal["beir", "mteb", "jsonl", "parquet", "infosearch"]
-FORMATS: tuple[str, ...] = ("beir", "mteb", "jsonl", "parquet", "infosearch")
+Format = Literal["beir", "mteb", "jsonl", "parquet", "infosearch", "infir", "triplets", "hf"]
+FORMATS: tuple[str, ...] = ("beir", "mteb", "jsonl", "parquet", "infosearch", *export_infir.FORMATS)
 SEP = " [SEP] "
 _QUERY_ORDER = "ORDER BY q.group_id, TRY_CAST(string_split(q.query_id, '_')[-1] AS INTEGER), q.query_id"
 
@@ -38,6 +39,9 @@ def export(warehouse: Warehouse, release: str, fmt: Format, out: str | Path) -> 
     if not meta:
         raise UnknownRelease(release)
     card = json.loads(meta[0]["card"])
+    recipe = meta[0]["recipe"]
+    if fmt in export_infir.FORMATS and recipe != export_infir.RECIPE:
+        raise WarehouseError(f"--format {fmt} is for infir releases; release {release} is {recipe}")
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     docs = warehouse.sql(
@@ -58,6 +62,9 @@ def export(warehouse: Warehouse, release: str, fmt: Format, out: str | Path) -> 
         from ifsynth.warehouse.export_infosearch import write_infosearch  # it builds on this module's writers
 
         written = write_infosearch(out, docs, queries, qrels, card)
+    elif fmt in export_infir.FORMATS:
+        written = export_infir.write(out, docs, queries, fmt, _jsonl)
+        card = {**card, "notes": [*card.get("notes", []), *export_infir.NOTES]}
     else:
         writer = {"beir": _beir, "mteb": _mteb, "jsonl": _flat, "parquet": _flat}[fmt]
         written = (_per_mode(writer) if fmt in ("beir", "mteb") else writer)(out, docs, queries, qrels, fmt)
@@ -204,6 +211,8 @@ def card_markdown(card: dict[str, Any], fmt: str) -> str:
             for name in ("corpus", "queries", "instruction", "default")
         ]
         lines += ["---", yaml.safe_dump({"configs": configs}, sort_keys=False).rstrip(), "---", ""]
+    if fmt == "hf":
+        lines += ["---", yaml.safe_dump({"configs": export_infir.HF_CONFIGS}, sort_keys=False).rstrip(), "---", ""]
     recipe = card.get("recipe", "unknown")
     lines += [f"# {recipe} release, made with ifsynth", ""]
     if card.get("seeds"):

@@ -1,0 +1,124 @@
+"""InF-IR releases to files: the seven-field tuples InF-IR released, flat triplets for sentence-transformers,
+and a Hugging Face datasets folder holding both. Everything is rebuilt from the agreed release rows: three
+queries per tuple (modes positive, negative_instruction, negative_query) and its three passages."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from ifsynth.warehouse.exceptions import WarehouseError
+
+RECIPE = "infir"
+FORMATS = ("infir", "triplets", "hf")
+FIELDS = (
+    "query_positive",
+    "instruction_positive",
+    "document_positive",
+    "query_negative",
+    "instruction_negative",
+    "hard_negative_document_1",
+    "hard_negative_document_2",
+)
+# release role of a passage -> the field it fills
+DOC_FIELDS = {
+    "positive": "document_positive",
+    "negative_instruction": "hard_negative_document_1",
+    "negative_query": "hard_negative_document_2",
+}
+ITEM_COLUMNS = (
+    "instruction_positive",
+    "instruction_negative",
+    "query_negative",
+    "hard_negative_document_1",
+    "hard_negative_document_2",
+)
+HF_CONFIGS = [
+    {"config_name": "infir", "data_files": [{"split": "train", "path": "infir/train-*.parquet"}], "default": True},
+    {"config_name": "triplets", "data_files": [{"split": "train", "path": "triplets/train-*.parquet"}]},
+]
+NOTES = [
+    "Each tuple: (I+, Q+, P+) with P1- written for (I-, Q+) and P2- written for (I+, Q-). "
+    "A triplet's anchor is the instruction and the query as a retriever sees them: `instruction + ' ' + query`; "
+    "each tuple gives two triplets, (I+ Q+, P+, P1-) and (I+ Q+, P+, P2-).",
+]
+
+
+def anchor(instruction: str, query: str) -> str:
+    return f"{instruction} {query}"
+
+
+def tuples(docs: list[dict[str, Any]], queries: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One row per tuple: an id, the seven fields, and where each text came from (item ids for `show`)."""
+    passages: dict[str, dict[str, str]] = {}
+    for doc in docs:
+        meta = json.loads(doc["meta"])
+        if "tuple" in meta and meta.get("role") in DOC_FIELDS:
+            passages.setdefault(meta["tuple"], {})[DOC_FIELDS[meta["role"]]] = doc["text"]
+    modes: dict[str, dict[str, dict[str, Any]]] = {}
+    for query in queries:
+        modes.setdefault(query["query_id"], {})[query["mode"]] = query
+    rows = []
+    for tuple_id, by_mode in modes.items():
+        if set(by_mode) != set(DOC_FIELDS) or len(passages.get(tuple_id, {})) != len(DOC_FIELDS):
+            raise WarehouseError(f"release tuple {tuple_id} is incomplete; rerun the run to rebuild its release")
+        positive, meta = by_mode["positive"], json.loads(by_mode["positive"]["meta"])
+        row = {
+            "id": tuple_id,
+            "query_positive": positive["query"],
+            "instruction_positive": positive["instruction"],
+            "document_positive": passages[tuple_id]["document_positive"],
+            "query_negative": by_mode["negative_query"]["query"],
+            "instruction_negative": by_mode["negative_instruction"]["instruction"],
+            "hard_negative_document_1": passages[tuple_id]["hard_negative_document_1"],
+            "hard_negative_document_2": passages[tuple_id]["hard_negative_document_2"],
+            "origin_query_id": meta["origin_query_id"],
+            "origin_doc_id": meta["origin_doc_id"],
+            "tuple_item": meta["tuple_item"],
+            **{f"{name}_item": meta["items"][name] for name in ITEM_COLUMNS},
+        }
+        if "language" in meta:
+            row["language"] = meta["language"]
+        rows.append(row)
+    return rows
+
+
+def triplets(rows: list[dict[str, Any]]) -> list[dict[str, str]]:
+    """(anchor, positive, negative), one row per negative passage: the columns sentence-transformers takes."""
+    return [
+        {
+            "anchor": anchor(row["instruction_positive"], row["query_positive"]),
+            "positive": row["document_positive"],
+            "negative": row[negative],
+        }
+        for row in rows
+        for negative in ("hard_negative_document_1", "hard_negative_document_2")
+    ]
+
+
+def _table(rows: list[dict[str, Any]], columns: tuple[str, ...]) -> pa.Table:
+    names = list(columns) + [name for name in (rows[0] if rows else {}) if name not in columns]
+    return pa.table({name: pa.array([row.get(name) for row in rows], pa.string()) for name in names})
+
+
+def write(out: Path, docs: list[dict], queries: list[dict], fmt: str, jsonl: Any) -> list[Path]:
+    """Write ``fmt`` (infir, triplets or hf) into ``out``; ``jsonl`` writes rows as JSON lines."""
+    rows = tuples(docs, queries)
+    flat = triplets(rows)
+    tuple_columns = ("id", *FIELDS)
+    if fmt == "hf":
+        written = []
+        for name, table in (("infir", _table(rows, tuple_columns)), ("triplets", _table(flat, ("anchor",)))):
+            path = out / name / "train-00000-of-00001.parquet"
+            path.parent.mkdir(parents=True, exist_ok=True)
+            pq.write_table(table, path)
+            written.append(path)
+        return written
+    name, data, columns = ("infir", rows, tuple_columns) if fmt == "infir" else ("triplets", flat, ("anchor",))
+    path = out / f"{name}.parquet"
+    pq.write_table(_table(data, columns), path)
+    return [jsonl(out / f"{name}.jsonl", data), path]
