@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint setup clean
+.PHONY: demo test lint setup clean bench-peer
 
 demo: $(STAMP)
 	$(BIN)/ifsynth demo
@@ -30,3 +30,8 @@ $(STAMP): pyproject.toml
 
 clean:
 	rm -rf $(VENV) build *.egg-info
+
+# The peer of bench/peer.py in its own venv: curator pins openai 2.x and pulls litellm.
+bench-peer:
+	test -x bench/.venv-peer/bin/python || $(PYTHON) -m venv bench/.venv-peer
+	bench/.venv-peer/bin/python -m pip install --quiet "bespokelabs-curator==0.1.31"

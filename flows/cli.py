@@ -17,6 +17,7 @@ import typer
 from rich.console import Console
 from rich.table import Column, Table
 
+from ifsynth.flows.exceptions import BudgetExhausted
 from ifsynth.schemas.errors import IfsynthError
 from ifsynth.warehouse import audit as audit_queries
 from ifsynth.warehouse.export import FORMATS, release_for
@@ -83,6 +84,15 @@ def run(
     config: Annotated[str | None, typer.Option("--config", help="TOML or YAML file of settings.")] = None,
     set_: Annotated[list[str] | None, typer.Option("--set", help="KEY=VALUE, repeatable.")] = None,
     name: Annotated[str | None, typer.Option(help="A name for the run and its release.")] = None,
+    max_calls: Annotated[
+        int | None, typer.Option(help="Stop cleanly before sending more requests than this (cache hits free).")
+    ] = None,
+    max_cost: Annotated[
+        float | None, typer.Option(help="Stop cleanly before spending more US dollars than this (needs prices).")
+    ] = None,
+    batch: Annotated[
+        bool | None, typer.Option("--batch", help="Send uncached requests through the OpenAI Batch API.")
+    ] = None,
     as_json: JsonFlag = False,
 ) -> None:
     """Run a recipe; an unfinished run with the same settings is continued, from the cache."""
@@ -101,6 +111,9 @@ def run(
         concurrency=concurrency,
         prompts_dir=prompts_dir,
         name=name,
+        max_calls=max_calls,
+        max_cost=max_cost,
+        batch=batch,
     )
     _run_and_report(ctx, settings, as_json=as_json)
 
@@ -475,7 +488,8 @@ def main() -> None:
     try:
         app()
     except IfsynthError as exc:
-        err.print(f"error: {exc}", markup=False, highlight=False, soft_wrap=True)
+        clean_stop = isinstance(exc, BudgetExhausted)  # not a failure: it says so and how to continue
+        err.print(f"{'' if clean_stop else 'error: '}{exc}", markup=False, highlight=False, soft_wrap=True)
         sys.exit(exc.exit_code)
     except KeyboardInterrupt:
         err.print("interrupted; run the same command again to continue from where it stopped")

@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from ifsynth.flows.limits import Budget
 from ifsynth.flows.seeds import SeedSource
 from ifsynth.prompts.registry import Prompts
 from ifsynth.schemas.config import RecipeParams, RunConfig
@@ -44,6 +45,7 @@ class RunContext:
     prompts: Prompts
     source: SeedSource
     progress: Progress = field(default_factory=NoProgress)
+    budget: Budget = field(default_factory=Budget)
 
     @property
     def recipe(self) -> str:

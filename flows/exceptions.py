@@ -17,3 +17,9 @@ class ConfigError(IfsynthError):
 
 class SeedError(IfsynthError):
     """A seed source cannot be read."""
+
+
+class BudgetExhausted(IfsynthError):
+    """The run stopped before a request that would have gone past --max-calls or --max-cost."""
+
+    exit_code = 3

@@ -12,6 +12,7 @@ import asyncio
 import email.utils
 import json
 import os
+import random
 import re
 import time
 import uuid
@@ -23,19 +24,23 @@ from urllib.parse import urlsplit, urlunsplit
 import httpx2
 import openai
 from pydantic import ValidationError
-from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt, wait_exponential_jitter
+from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt
 
-from ifsynth.flows.limits import AdaptiveLimit
+from ifsynth.flows import batch
+from ifsynth.flows.exceptions import BudgetExhausted
+from ifsynth.flows.limits import AdaptiveLimit, Budget, RateLimit
 from ifsynth.flows.local_model import LOCAL_BASE_URL, LocalModelTransport
+from ifsynth.flows.wire import ChatWire, Posted
 from ifsynth.prompts.registry import Rendered
 from ifsynth.schemas.answers import Answer, strict_schema
 from ifsynth.schemas.config import Endpoint, Role, RunConfig
 from ifsynth.schemas.errors import IfsynthError
 from ifsynth.schemas.records import CallRecord
-from ifsynth.warehouse.keys import cache_key
+from ifsynth.warehouse.keys import cache_key, canonical
 from ifsynth.warehouse.store import Warehouse
 
 MAX_REASKS = 2
+CHUNK = 256  # asks keyed and looked up at a time (see Gateway.ask_many)
 MAX_RETRY_AFTER = 120.0
 RETRY_STATUSES = {408, 409, 429}
 # Hosts whose strict mode takes only a subset of JSON Schema (no string lengths); checked locally instead.
@@ -106,17 +111,22 @@ def retry_after(exc: BaseException | None) -> float | None:
         return max(0.0, parsed.timestamp() - time.time()) if parsed else None
 
 
-class _Wait:
-    """Exponential backoff with jitter, unless the server said how long to wait."""
+def _pause(exc: BaseException | None, attempt: int) -> float:
+    """Seconds to wait after a failed attempt: what the server asked, else exponential backoff with jitter."""
+    asked = retry_after(exc)
+    if asked is not None:
+        return min(asked, MAX_RETRY_AFTER)
+    return min(20.0, 2.0 ** (attempt - 1) + random.uniform(0, 1))
 
-    def __init__(self) -> None:
-        self._backoff = wait_exponential_jitter(max=20, jitter=1)
+
+class _Wait:
+    """Tenacity's wait, counting the attempts made before it took over."""
+
+    def __init__(self, before: int = 0) -> None:
+        self.before = before
 
     def __call__(self, state: Any) -> float:
-        asked = retry_after(state.outcome.exception() if state.outcome else None)
-        if asked is not None:
-            return min(asked, MAX_RETRY_AFTER)
-        return self._backoff(state)
+        return _pause(state.outcome.exception() if state.outcome else None, state.attempt_number + self.before)
 
 
 _FENCE = re.compile(r"```(?:json)?\s*(\{.*?\})\s*```", re.DOTALL)
@@ -150,8 +160,10 @@ class Route:
         self.endpoint = endpoint
         self.base_url = public_url(endpoint.base_url)
         self.limit = AdaptiveLimit(endpoint.concurrency)
+        self.rate = RateLimit(endpoint.rpm, endpoint.tpm)
         host = urlsplit(endpoint.base_url).hostname or ""
         self.string_lengths = not host.endswith(STRICT_SUBSET_HOSTS)
+        self._schemas: dict[type[Answer], dict[str, Any]] = {}
         if endpoint.base_url == LOCAL_BASE_URL:
             http_client = httpx2.AsyncClient(transport=LocalModelTransport())
             api_key = "local"
@@ -168,9 +180,31 @@ class Route:
             timeout=endpoint.timeout,
             http_client=http_client,
         )
+        local = endpoint.base_url == LOCAL_BASE_URL
+        connections = max(endpoint.concurrency * 2, 16)
+        self.wire = None if local else ChatWire(self.client, connections=connections, timeout=endpoint.timeout)
+
+    async def chat(self, body: dict[str, Any], payload: str) -> Posted:
+        """One chat completion (``payload`` is ``body`` serialized); non-2xx answers and transport failures
+        raise the SDK's exceptions."""
+        if self.wire is not None:
+            return await self.wire.post(payload.encode())
+        raw = await self.client.post("/chat/completions", body=body, cast_to=httpx2.Response)
+        return Posted(raw.status_code, raw.headers, raw.content)
+
+    async def close(self) -> None:
+        if self.wire is not None:
+            await self.wire.close()
+        await self.client.close()
+
+    def schema(self, answer: type[Answer]) -> dict[str, Any]:
+        """Built once per answer type: pydantic's schema generation is costly at thousands of requests."""
+        if answer not in self._schemas:
+            self._schemas[answer] = strict_schema(answer, string_lengths=self.string_lengths)
+        return self._schemas[answer]
 
     def body(self, ask: Ask, model: str, seed: int, messages: list[dict[str, str]]) -> dict[str, Any]:
-        schema = strict_schema(ask.schema, string_lengths=self.string_lengths)
+        schema = self.schema(ask.schema)
         body: dict[str, Any] = {
             "model": model,
             "messages": messages,
@@ -204,11 +238,14 @@ class Route:
 class Gateway:
     """Answers asks for one run, one stage at a time; open it with ``async with``."""
 
-    def __init__(self, config: RunConfig, warehouse: Warehouse, run_id: str, *, seed: int = 0) -> None:
+    def __init__(
+        self, config: RunConfig, warehouse: Warehouse, run_id: str, *, seed: int = 0, budget: Budget | None = None
+    ) -> None:
         self.config = config
         self.warehouse = warehouse
         self.run_id = run_id
         self.seed = seed
+        self.budget = budget
         self._routes: dict[Endpoint, Route] = {}
 
     async def __aenter__(self) -> Gateway:
@@ -220,24 +257,46 @@ class Gateway:
 
     async def __aexit__(self, *_: object) -> None:
         for route in self._routes.values():
-            await route.client.close()
+            await route.close()
         self._routes.clear()
 
     def route(self, role: Role) -> Route:
         return self._routes[self.config.endpoint_for(role)]
 
     async def ask_many(self, stage: str, asks: Sequence[Ask], on_done: Callable[[], None] | None = None) -> list[Reply]:
-        """Answer every ask, cached ones first; concurrency is bounded per endpoint."""
-        first = [self._request(ask, list(ask.prompt.messages), 0) for ask in asks]
-        cache = self.warehouse.cached([key for key, _ in first])
+        """Answer every ask, cached ones first; concurrency is bounded per endpoint.
 
-        async def one(ask: Ask, request: tuple[str, dict[str, Any]]) -> Reply:
-            reply = await self._answer(stage, ask, request, cache)
+        Asks are keyed and looked up in chunks, and each chunk's requests start before the next chunk is
+        prepared, so preparing thousands of requests overlaps with the first ones' network time. In batch
+        mode the whole page is prepared first: its uncached requests go out as one batch."""
+        stopped: list[BudgetExhausted] = []
+
+        async def one(ask: Ask, request: tuple[str, dict[str, Any]], cache: dict[str, Any]) -> Reply | None:
+            try:
+                reply = await self._answer(stage, ask, request, cache)
+            except BudgetExhausted as exc:
+                stopped.append(exc)  # the others finish what they reserved: those answers land in the cache
+                return None
             if on_done is not None:
                 on_done()
             return reply
 
-        return list(await asyncio.gather(*(one(ask, req) for ask, req in zip(asks, first, strict=True))))
+        chunk = len(asks) if self.config.batch else CHUNK
+        tasks: list[asyncio.Future[Reply | None]] = []
+        for start in range(0, len(asks), chunk):
+            part = asks[start : start + chunk]
+            first = [self._request(ask, list(ask.prompt.messages), 0) for ask in part]
+            cache = self.warehouse.cached([key for key, _ in first])
+            if self.config.batch:
+                missing = {key: (ask, body) for ask, (key, body) in zip(part, first, strict=True) if key not in cache}
+                if missing and await batch.fetch(self, stage, missing):
+                    cache = self.warehouse.cached([key for key, _ in first])
+            tasks += [asyncio.ensure_future(one(ask, req, cache)) for ask, req in zip(part, first, strict=True)]
+            await asyncio.sleep(0)  # let this chunk's requests go out
+        replies = await asyncio.gather(*tasks)
+        if stopped:
+            raise stopped[0]
+        return [reply for reply in replies if reply is not None]
 
     def _request(self, ask: Ask, messages: list[dict[str, str]], reask: int) -> tuple[str, dict[str, Any]]:
         route = self.route(ask.role)
@@ -289,19 +348,29 @@ class Gateway:
     async def _send(
         self, stage: str, ask: Ask, key: str, body: dict[str, Any]
     ) -> tuple[str | None, str | None, list[dict[str, Any]] | None, int]:
-        """Send with retries; every attempt becomes a row in llm_calls."""
+        """Send with retries; every attempt becomes a row in llm_calls.
+
+        The first attempt runs outside tenacity: most requests succeed at once, and its bookkeeping costs
+        more CPU than the request itself at thousands of requests a second."""
         route = self.route(ask.role)
-        attempts = 0
+        payload = canonical(body)  # serialized once: sent as is and stored as is
+        attempts = 1
         try:
+            try:
+                return (*await self._attempt(stage, ask, key, body, payload, route, attempts), attempts)
+            except (openai.APIStatusError, openai.APIConnectionError) as exc:
+                if not is_transient(exc) or route.endpoint.max_attempts == 1:
+                    raise
+                await asyncio.sleep(_pause(exc, attempts))
             async for attempt in AsyncRetrying(
-                stop=stop_after_attempt(route.endpoint.max_attempts),
-                wait=_Wait(),
+                stop=stop_after_attempt(route.endpoint.max_attempts - 1),
+                wait=_Wait(before=1),
                 retry=retry_if_exception(is_transient),
                 reraise=True,
             ):
                 with attempt:
                     attempts += 1
-                    return (*await self._attempt(stage, ask, key, body, route, attempts), attempts)
+                    return (*await self._attempt(stage, ask, key, body, payload, route, attempts), attempts)
         except openai.APIStatusError as exc:
             raise _Failed(f"HTTP {exc.status_code}: {_short(exc)}", attempts) from None
         except openai.APIConnectionError as exc:
@@ -309,7 +378,7 @@ class Gateway:
         raise AssertionError("unreachable")
 
     async def _attempt(
-        self, stage: str, ask: Ask, key: str, body: dict[str, Any], route: Route, attempt: int
+        self, stage: str, ask: Ask, key: str, body: dict[str, Any], payload: str, route: Route, attempt: int
     ) -> tuple[str | None, str | None, list[dict[str, Any]] | None]:
         record = {
             "call_id": uuid.uuid4().hex,
@@ -323,12 +392,21 @@ class Gateway:
             "request": body,
             "attempt": attempt,
         }
+        estimate = len(payload) / 4  # prompt tokens, roughly: what rate limits and budgets reserve up front
+        reserved = 0.0
+        if self.budget is not None:
+            reserved = self.budget.reserve(self._cost(body["model"], int(estimate), ask.max_tokens))
+        await route.rate.acquire(estimate + ask.max_tokens)
         async with route.limit:
             started = time.perf_counter()
             try:
-                raw = await route.client.chat.completions.with_raw_response.create(**body)
+                raw = await route.chat(body, payload)
             except (openai.APIStatusError, openai.APIConnectionError) as exc:
                 status = exc.status_code if isinstance(exc, openai.APIStatusError) else None
+                if isinstance(exc, openai.APIStatusError):
+                    route.rate.observe(exc.response.headers)
+                if self.budget is not None:
+                    self.budget.settle(reserved, 0.0 if status is not None else None)
                 if status == 429:
                     route.limit.throttled()
                 self.warehouse.add_call(
@@ -337,19 +415,17 @@ class Gateway:
                         latency_ms=(time.perf_counter() - started) * 1000,
                         http_status=status,
                         error=f"{type(exc).__name__}: {_short(exc)}",
-                    )
+                    ),
+                    request_json=payload,
                 )
                 raise
             latency = (time.perf_counter() - started) * 1000
         route.limit.succeeded()
-        completion = raw.parse()
-        choice = completion.choices[0] if completion.choices else None
-        text = choice.message.content if choice is not None else None
-        finish = choice.finish_reason if choice is not None else None
-        logprobs = _token_logprobs(choice)
-        usage = completion.usage
-        prompt_tokens = usage.prompt_tokens if usage else None
-        completion_tokens = usage.completion_tokens if usage else None
+        route.rate.observe(raw.headers)
+        text, finish, prompt_tokens, completion_tokens, logprobs = _completion(raw)
+        cost = self._cost(body["model"], prompt_tokens, completion_tokens)
+        if self.budget is not None:
+            self.budget.settle(reserved, cost)
         self.warehouse.add_call(
             CallRecord(
                 **record,
@@ -358,10 +434,11 @@ class Gateway:
                 prompt_tokens=prompt_tokens,
                 completion_tokens=completion_tokens,
                 latency_ms=latency,
-                cost=self._cost(body["model"], prompt_tokens, completion_tokens),
-                http_status=raw.status_code,
+                cost=cost,
+                http_status=raw.status,
                 logprobs=logprobs,
-            )
+            ),
+            request_json=payload,
         )
         return text, finish, logprobs
 
@@ -378,19 +455,41 @@ class LogprobsUnsupported(IfsynthError):
     exit_code = 2
 
 
-def _token_logprobs(choice: Any) -> list[dict[str, Any]] | None:
+def _token_logprobs(choice: dict[str, Any]) -> list[dict[str, Any]] | None:
     """The answer's tokens with their log-probabilities and alternatives, when the endpoint returned them."""
-    content = getattr(getattr(choice, "logprobs", None), "content", None)
+    content = (choice.get("logprobs") or {}).get("content")
     if not content:
         return None
     return [
         {
-            "token": t.token,
-            "logprob": t.logprob,
-            "top_logprobs": [{"token": a.token, "logprob": a.logprob} for a in t.top_logprobs or []],
+            "token": t.get("token"),
+            "logprob": t.get("logprob"),
+            "top_logprobs": [
+                {"token": a.get("token"), "logprob": a.get("logprob")} for a in t.get("top_logprobs") or []
+            ],
         }
         for t in content
     ]
+
+
+def _completion(
+    response: Posted,
+) -> tuple[str | None, str | None, int | None, int | None, list[dict[str, Any]] | None]:
+    """Text, finish reason, token counts and token log-probabilities of a chat completion. A body that is not
+    one is kept as the text, so it fails parsing on the record (and is re-asked) instead of crashing the run."""
+    try:
+        data = json.loads(response.content)
+        choice = (data.get("choices") or [{}])[0]
+        message, usage = choice.get("message") or {}, data.get("usage") or {}
+        return (
+            message.get("content"),
+            choice.get("finish_reason"),
+            usage.get("prompt_tokens"),
+            usage.get("completion_tokens"),
+            _token_logprobs(choice),
+        )
+    except (ValueError, AttributeError, TypeError, IndexError):
+        return response.content.decode("utf-8", "replace"), None, None, None, None
 
 
 class _Failed(Exception):

@@ -22,6 +22,7 @@ from ifsynth.schemas.config import Endpoint, RunConfig
 OPENAI_BASE_URL = "https://api.openai.com/v1"
 OPENAI_DEFAULT_MODEL = "gpt-4o-mini"
 RUN_KEYS = {"limit", "name", "model", "judge_model", "judge_endpoint", "prompts_dir", "prices", "seeds"}
+RUN_KEYS |= {"max_calls", "max_cost", "batch", "batch_poll_seconds"}
 ENDPOINT_KEYS = set(Endpoint.model_fields)
 
 

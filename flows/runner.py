@@ -10,7 +10,8 @@ from importlib.metadata import version
 from pathlib import Path
 
 from ifsynth.flows.context import NoProgress, Progress, RunContext, activate, deactivate
-from ifsynth.flows.exceptions import ConfigError
+from ifsynth.flows.exceptions import BudgetExhausted, ConfigError
+from ifsynth.flows.limits import Budget
 from ifsynth.flows.llm import public_url
 from ifsynth.flows.recipes import recipe
 from ifsynth.flows.seeds import open_source
@@ -64,6 +65,9 @@ def fingerprint(config: RunConfig, prompts: Prompts, templates: list[str]) -> st
 def execute(config: RunConfig, warehouse_path: str | Path, progress: Progress | None = None) -> Started:
     chosen = recipe(config.recipe)
     params = chosen.params.model_validate(config.params)
+    if config.max_cost is not None:
+        for model in {config.model_for("generator"), config.model_for("judge")} - set(config.prices):
+            raise ConfigError(f"--max-cost needs the price of `{model}`: set prices.{model}.input and .output")
     prompts = Prompts(config.prompts_dir)
     templates = [f"{config.recipe}/{name}" for name in chosen.templates]
     for name in templates:
@@ -98,9 +102,13 @@ def execute(config: RunConfig, warehouse_path: str | Path, progress: Progress | 
                 started_at=started,
             )
         )
-        activate(RunContext(run_id, config, params, warehouse, prompts, source, progress or NoProgress()))
+        budget = Budget(config.max_calls, config.max_cost)
+        activate(RunContext(run_id, config, params, warehouse, prompts, source, progress or NoProgress(), budget))
         try:
             stages = flow(run_id)
+        except BudgetExhausted as exc:
+            warehouse.finish_run(run_id, "stopped", str(exc))
+            raise
         except KeyboardInterrupt:
             warehouse.finish_run(run_id, "interrupted", "interrupted by the user")
             raise

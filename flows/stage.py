@@ -6,12 +6,12 @@ cache makes that free for inputs already answered, which is what makes a killed 
 
 from __future__ import annotations
 
-import asyncio
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TypeVar
 
+from ifsynth.flows import wire
 from ifsynth.flows.context import RunContext
 from ifsynth.flows.llm import Ask, Gateway, Reply
 from ifsynth.schemas.records import Decision, ItemRecord, ItemStatus, Judge, StageCounts, VerdictRecord
@@ -115,7 +115,7 @@ def llm_stage(
     tally = {"cached": 0, "sent": 0}
 
     async def run() -> None:
-        async with Gateway(ctx.config, ctx.warehouse, ctx.run_id, seed=ctx.params.seed) as gateway:
+        async with Gateway(ctx.config, ctx.warehouse, ctx.run_id, seed=ctx.params.seed, budget=ctx.budget) as gateway:
             for page in pages:  # type: ignore[union-attr]
                 asks = [list(build(entry)) for entry in page]  # render all first: template errors stop us here
                 flat = [ask for entry_asks in asks for ask in entry_asks]
@@ -129,7 +129,7 @@ def llm_stage(
                         tally["sent"] += reply.sent
                     writer.add(input_id(entry), handle(writer, entry, mine))
 
-    asyncio.run(run())
+    wire.run(run())
     return writer.close(**tally)
 
 

@@ -26,6 +26,8 @@ class Endpoint(Config):
     concurrency: int = Field(16, ge=1, description="upper bound of requests in flight; cut on 429 bursts")
     timeout: float = Field(120.0, gt=0, description="seconds per attempt")
     max_attempts: int = Field(6, ge=1, description="attempts per request on 429, 5xx, timeouts")
+    rpm: int | None = Field(None, ge=1, description="requests per minute at most; x-ratelimit-* headers may lower it")
+    tpm: int | None = Field(None, ge=1, description="tokens per minute at most; x-ratelimit-* headers may lower it")
 
 
 class Price(Config):
@@ -49,6 +51,10 @@ class RunConfig(Config):
     prompts_dir: str | None = None
     prices: dict[str, Price] = {}
     params: dict[str, Any] = {}
+    max_calls: int | None = Field(None, ge=1, description="requests this invocation may send (cache hits free)")
+    max_cost: float | None = Field(None, gt=0, description="US dollars this invocation may spend, from `prices`")
+    batch: bool = Field(False, description="send uncached requests through the OpenAI Batch API, stage by stage")
+    batch_poll_seconds: float = Field(30.0, gt=0, description="seconds between polls of a pending batch")
 
     def endpoint_for(self, role: Role) -> Endpoint:
         return self.judge_endpoint or self.endpoint if role == "judge" else self.endpoint

@@ -4,7 +4,9 @@ Tests and benchmarks point the real ``openai`` SDK at it, so transport, retries 
 exactly as in production. Faults are a pure function of (seed, request body, attempt number): two runs against
 fresh fakes see the same faults, and a retried request can still succeed on a later attempt.
 
-Endpoints: POST /v1/chat/completions, GET /v1/models, and for tests GET /_stats and POST /_reset.
+Endpoints: POST /v1/chat/completions, GET /v1/models, the Batch API (POST /v1/files, GET
+/v1/files/{id}/content, POST /v1/batches, GET /v1/batches/{id}: a batch completes on its `batch_polls`-th
+retrieval), and for tests GET /_stats and POST /_reset.
 Standalone: ``python -m tests.fake_openai --port 8765 --latency 0.2 --rate-429 0.1`` serves until SIGINT/SIGTERM.
 """
 
@@ -14,6 +16,8 @@ import argparse
 import asyncio
 import contextlib
 import dataclasses
+import email.parser
+import email.policy
 import hashlib
 import json
 import math
@@ -32,7 +36,7 @@ from typing import Any, Literal
 import uvicorn
 from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import JSONResponse
+from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 OUTCOMES = ("ok", "429", "500", "timeout", "invalid_json", "length", "400", "422")
@@ -85,6 +89,7 @@ class _Settings:
     rate_length: float = 0.0
     retry_after: float = 0.05
     timeout_sleep: float = 30.0
+    rpm: int = 0  # requests per minute enforced with 429s and announced in x-ratelimit-* headers; 0: none
 
     def __post_init__(self) -> None:
         if self.mode not in ("random", "responder"):
@@ -150,6 +155,8 @@ class FakeOpenAI:
         retry_after: float = 0.05,
         timeout_sleep: float = 30.0,
         script: Sequence[str] | None = None,
+        rpm: int = 0,
+        batch_polls: int = 1,
     ) -> None:
         self._settings = _Settings(
             latency=latency,
@@ -163,7 +170,13 @@ class FakeOpenAI:
             rate_length=rate_length,
             retry_after=retry_after,
             timeout_sleep=timeout_sleep,
+            rpm=rpm,
         )
+        self._window: deque[float] = deque()  # times of the requests of the last minute, for `rpm`
+        self.batch_polls = batch_polls  # retrievals a batch stays in progress before it completes
+        self._files: dict[str, bytes] = {}
+        self._batches: dict[str, dict[str, Any]] = {}
+        self.batch_stats: Counter[str] = Counter()  # uploads, creates, retrieves, lines answered
         self._script = _check_script(script or ())
         self._port = port
         self._lock = threading.Lock()
@@ -178,6 +191,10 @@ class FakeOpenAI:
                 Route("/v1/models", self._list_models, methods=["GET"]),
                 Route("/_stats", self._get_stats, methods=["GET"]),
                 Route("/_reset", self._post_reset, methods=["POST"]),
+                Route("/v1/files", self._upload, methods=["POST"]),
+                Route("/v1/files/{file_id}/content", self._file_content, methods=["GET"]),
+                Route("/v1/batches", self._create_batch, methods=["POST"]),
+                Route("/v1/batches/{batch_id}", self._retrieve_batch, methods=["GET"]),
             ]
         )
         self._server: _Server | None = None
@@ -248,6 +265,7 @@ class FakeOpenAI:
         """Zero counters, seen-counts (so fault sequences replay) and the request log; settings stay."""
         with self._lock:
             self._seen.clear()
+            self._window.clear()
             self._counts.clear()
             self._bodies.clear()
             self._headers.clear()
@@ -288,6 +306,9 @@ class FakeOpenAI:
             digest = hashlib.sha256(b"%s\x00%d\x00%d" % (canonical, settings.seed, attempt)).hexdigest()
             draw = int(digest[:16], 16) / 16**16
             outcome = self._script.popleft() if self._script else settings.pick_fault(draw)
+            limits = self._rate_limit(settings.rpm) if settings.rpm else None
+            if limits is not None and limits["x-ratelimit-remaining-requests"] == "-1":
+                outcome = "429"
             self._counts[outcome] += 1
             self._bodies.append(raw)
             self._headers.append(request.scope["headers"])
@@ -296,8 +317,14 @@ class FakeOpenAI:
         if settings.latency > 0:
             await asyncio.sleep(settings.latency)
         headers = {"x-request-id": f"req_{digest[:24]}"}
+        if limits is not None:
+            headers.update(limits)
+            headers["x-ratelimit-remaining-requests"] = str(max(0, int(limits["x-ratelimit-remaining-requests"])))
         if outcome in _ERRORS:
-            if outcome == "429":
+            if outcome == "429" and limits is not None and limits["x-ratelimit-remaining-requests"] == "-1":
+                wait = float(limits["x-ratelimit-reset-requests"].removesuffix("s"))
+                headers["retry-after"], headers["retry-after-ms"] = f"{wait:.3f}", str(round(wait * 1000))
+            elif outcome == "429":
                 headers["retry-after"] = f"{settings.retry_after:g}"
                 headers["retry-after-ms"] = str(round(settings.retry_after * 1000))
             return _error_response(int(outcome), _ERRORS[outcome], headers)
@@ -335,6 +362,116 @@ class FakeOpenAI:
         }
         return JSONResponse(completion, headers=headers)
 
+    def _rate_limit(self, rpm: int) -> dict[str, str]:
+        """Count this request against a sliding one-minute window (call with the lock held); remaining
+        -1 means over the limit. The headers are the ones OpenAI sends."""
+        now = time.monotonic()
+        while self._window and now - self._window[0] >= 60.0:
+            self._window.popleft()
+        over = len(self._window) >= rpm
+        if not over:
+            self._window.append(now)
+        reset = 60.0 - (now - self._window[0]) if self._window else 0.0
+        return {
+            "x-ratelimit-limit-requests": str(rpm),
+            "x-ratelimit-remaining-requests": "-1" if over else str(rpm - len(self._window)),
+            "x-ratelimit-reset-requests": f"{reset:.3f}s",
+        }
+
+    # -- the Batch API: files and batches -------------------------------------------------------------
+
+    async def _upload(self, request: Request) -> JSONResponse:
+        """A multipart upload (`file`, `purpose`), parsed with the standard library's MIME parser."""
+        raw = await request.body()
+        head = f"Content-Type: {request.headers.get('content-type', '')}\r\n\r\n".encode()
+        message = email.parser.BytesParser(policy=email.policy.HTTP).parsebytes(head + raw)
+        fields = {part.get_param("name", header="content-disposition"): part for part in message.iter_parts()}
+        if "file" not in fields:
+            return _error_response(400, "A `file` part is required.", {})
+        content = fields["file"].get_payload(decode=True) or b""
+        with self._lock:
+            file_id = f"file-{uuid.uuid4().hex[:24]}"
+            self._files[file_id] = content
+            self.batch_stats["uploads"] += 1
+        return JSONResponse(_file_object(file_id, len(content), "batch"))
+
+    async def _file_content(self, request: Request) -> Response:
+        with self._lock:
+            content = self._files.get(request.path_params["file_id"])
+        if content is None:
+            return _error_response(404, "No such file.", {})
+        return Response(content, media_type="application/octet-stream")
+
+    async def _create_batch(self, request: Request) -> JSONResponse:
+        body = await request.json()
+        with self._lock:
+            if body.get("input_file_id") not in self._files:
+                return _error_response(400, "input_file_id is not an uploaded file.", {})
+            batch_id = f"batch_{uuid.uuid4().hex[:24]}"
+            self._batches[batch_id] = {"input": body["input_file_id"], "polls": 0, "output": None}
+            self.batch_stats["creates"] += 1
+        return JSONResponse(self._batch_object(batch_id))
+
+    async def _retrieve_batch(self, request: Request) -> JSONResponse:
+        batch_id = request.path_params["batch_id"]
+        with self._lock:
+            batch = self._batches.get(batch_id)
+            if batch is None:
+                return _error_response(404, "No such batch.", {})
+            batch["polls"] += 1
+            self.batch_stats["retrieves"] += 1
+            ready = batch["output"] is None and batch["polls"] >= self.batch_polls
+            settings, lines = self._settings, self._files[batch["input"]].decode().splitlines()
+        if ready:
+            answered = [self._batch_line(json.loads(line), settings) for line in lines if line.strip()]
+            with self._lock:
+                output = f"file-{uuid.uuid4().hex[:24]}"
+                self._files[output] = "".join(json.dumps(a) + "\n" for a in answered).encode()
+                batch["output"] = output
+                self.batch_stats["lines"] += len(answered)
+        return JSONResponse(self._batch_object(batch_id))
+
+    def _batch_line(self, line: dict[str, Any], settings: _Settings) -> dict[str, Any]:
+        """One output line: the completion the chat endpoint would give on a first attempt without faults."""
+        body = line["body"]
+        canonical = json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
+        content_seed = hashlib.sha256(b"%s\x00%d" % (canonical, settings.seed)).digest()
+        before, core, after = _answer(body, settings, random.Random(int.from_bytes(content_seed)))
+        content = before + core + after
+        prompt_tokens = sum(len(text.split()) for text in _message_texts(body["messages"]))
+        completion = {
+            "id": f"chatcmpl-{uuid.uuid4().hex[:24]}",
+            "object": "chat.completion",
+            "created": 0,
+            "model": body["model"],
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": content},
+                         "finish_reason": "stop", "logprobs": None}],
+            "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": len(content.split()),
+                      "total_tokens": prompt_tokens + len(content.split())},
+        }  # fmt: skip
+        return {
+            "id": f"batch_req_{uuid.uuid4().hex[:16]}",
+            "custom_id": line["custom_id"],
+            "response": {"status_code": 200, "request_id": "req_batch", "body": completion},
+            "error": None,
+        }
+
+    def _batch_object(self, batch_id: str) -> dict[str, Any]:
+        batch = self._batches[batch_id]
+        done = batch["output"] is not None
+        return {
+            "id": batch_id,
+            "object": "batch",
+            "endpoint": "/v1/chat/completions",
+            "input_file_id": batch["input"],
+            "completion_window": "24h",
+            "status": "completed" if done else "in_progress",
+            "output_file_id": batch["output"],
+            "error_file_id": None,
+            "created_at": 0,
+            "request_counts": None,
+        }
+
     async def _stall(self, seconds: float) -> None:
         """Sleep like a hung upstream, but wake at shutdown so exiting never waits on a stalled request."""
         with contextlib.suppress(TimeoutError):
@@ -352,6 +489,11 @@ class FakeOpenAI:
     async def _post_reset(self, request: Request) -> JSONResponse:
         self.reset()
         return JSONResponse(self.stats())
+
+
+def _file_object(file_id: str, size: int, purpose: str) -> dict[str, Any]:
+    return {"id": file_id, "object": "file", "bytes": size, "created_at": 0, "filename": "input.jsonl",
+            "purpose": purpose, "status": "processed"}  # fmt: skip
 
 
 def _error_response(status: int, error: str | tuple[str, str, str | None], headers: dict[str, str]) -> JSONResponse:
@@ -597,6 +739,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         parser.add_argument(f"--rate-{fault.replace('_', '-')}", type=float, default=0.0, metavar="P")
     parser.add_argument("--retry-after", type=float, default=0.05, help="seconds, sent on 429s")
     parser.add_argument("--timeout-sleep", type=float, default=30.0, help="stall of a 'timeout' fault")
+    parser.add_argument("--rpm", type=int, default=0, help="requests per minute enforced (0: none)")
     args = vars(parser.parse_args(argv))
 
     stop_signals = {signal.SIGINT, signal.SIGTERM}

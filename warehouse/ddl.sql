@@ -120,3 +120,15 @@ CREATE TABLE IF NOT EXISTS release_qrels (
 
 -- Token log-probabilities of an answer, when the request asked for them (LLM-judge metrics such as INSTFOL).
 ALTER TABLE llm_calls ADD COLUMN IF NOT EXISTS logprobs JSON;
+
+-- Batch API jobs: a rerun finds its pending batch here and polls it instead of submitting again.
+CREATE TABLE IF NOT EXISTS llm_batches (
+    batch_id    VARCHAR PRIMARY KEY,
+    run_id      VARCHAR NOT NULL,
+    stage       VARCHAR NOT NULL,
+    base_url    VARCHAR NOT NULL,
+    request_set VARCHAR NOT NULL,  -- sha256 of the sorted cache keys it answers
+    n_requests  INTEGER NOT NULL,
+    status      VARCHAR NOT NULL,  -- submitted | ingested | failed
+    created_at  TIMESTAMP NOT NULL
+);

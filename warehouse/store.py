@@ -86,11 +86,13 @@ _KEYS = {
 }
 
 
-def _row(record: ItemRecord | VerdictRecord | CallRecord) -> dict[str, Any]:
-    row = record.model_dump()
+def _row(record: ItemRecord | VerdictRecord | CallRecord, **serialized: str) -> dict[str, Any]:
+    """A record as a row; JSON fields serialized, or taken as given in ``serialized``."""
+    row = record.model_dump(exclude=set(serialized))
     for name in ("payload", "request", "logprobs"):
         if name in row and row[name] is not None:
             row[name] = json.dumps(row[name], ensure_ascii=False, sort_keys=True)
+    row.update(serialized)
     return row
 
 
@@ -175,14 +177,16 @@ class Warehouse:
 
     # -- buffered writes ---------------------------------------------------------------------------
 
-    def add_call(self, call: CallRecord) -> None:
-        """Journal first (survives a kill), then buffer for the next batch."""
+    def add_call(self, call: CallRecord, *, request_json: str | None = None) -> None:
+        """Journal first (survives a kill), then buffer for the next batch. ``request_json``, the request
+        already serialized by the caller, spares serializing it again (the gateway's hot path)."""
         line = call.model_dump_json()
+        row = _row(call, request=request_json) if request_json is not None else _row(call)
         with self._lock:
             assert self._journal is not None, "warehouse opened read-only"
             self._journal.write(line + "\n")
             self._journal.flush()
-            self._buffer("llm_calls", [_row(call)])
+            self._buffer("llm_calls", [row])
 
     def add_items(self, items: Sequence[ItemRecord]) -> None:
         with self._lock:

@@ -1,0 +1,133 @@
+"""What the benchmarks share: the loopback fake in its own process, a JSON line out, load figures."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import random
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+@contextlib.contextmanager
+def fake_server(*args: str) -> Iterator[str]:
+    """`python -m tests.fake_openai` on a free loopback port, in its own process (its CPU is not ours)."""
+    process = subprocess.Popen(
+        [sys.executable, "-m", "tests.fake_openai", "--port", "0", *args],
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert process.stdout is not None
+        base_url = process.stdout.readline().strip()
+        if not base_url.startswith("http"):
+            raise RuntimeError("the fake OpenAI server did not start")
+        yield base_url
+    finally:
+        process.terminate()
+        process.wait(timeout=10)
+
+
+def load() -> list[float]:
+    """The 1, 5 and 15 minute load averages: figures measured on a busy machine say so."""
+    return [round(x, 2) for x in os.getloadavg()]
+
+
+def emit(figures: dict[str, Any]) -> None:
+    print(json.dumps({**figures, "load": load(), "cpus": os.cpu_count()}), flush=True)
+
+
+WORDS = (
+    "river", "stone", "light", "paper", "garden", "window", "silver", "market", "forest", "bridge", "candle",
+    "harbor", "meadow", "pencil", "rocket", "shadow", "thunder", "valley", "winter", "engine", "glacier",
+)  # fmt: skip
+# Every seed eligible and every item kept, so each stage carries its full volume of requests.
+FULL_VOLUME = ["query_length_percentiles=[0,100]", "passage_length_percentiles=[0,100]", "q1_min_score=1",
+               "min_group_size=1"]  # fmt: skip
+
+
+def synthetic_beir(root: Path, queries: int, *, noise: int = 2) -> Path:
+    """A deterministic BEIR folder: ``queries`` queries with one positive each, plus noise passages."""
+    rng = random.Random(queries)
+    root.mkdir(parents=True, exist_ok=True)
+
+    def text(low: int, high: int) -> str:
+        return " ".join(rng.choice(WORDS) for _ in range(rng.randint(low, high)))
+
+    with (root / "corpus.jsonl").open("w") as corpus, (root / "queries.jsonl").open("w") as qs:
+        for i in range(queries):
+            corpus.write(json.dumps({"_id": f"d{i}", "title": "", "text": text(40, 80)}) + "\n")
+            qs.write(json.dumps({"_id": f"q{i}", "text": f"what about {text(3, 6)}"}) + "\n")
+        for i in range(queries * noise):
+            corpus.write(json.dumps({"_id": f"n{i}", "title": "", "text": text(40, 80)}) + "\n")
+    (root / "qrels").mkdir(exist_ok=True)
+    rows = "".join(f"q{i}\td{i}\t1\n" for i in range(queries))
+    (root / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\n" + rows)
+    return root
+
+
+def cli(warehouse: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.Popen[str]:
+    """`ifsynth --warehouse W ...` as a child process in its own process group (Prefect's temporary server
+    is its child: killing the group kills both, as a crash of the machine would)."""
+    defaults = {"IR_DATASETS_HOME": str(warehouse.parent / "irds")}
+    return subprocess.Popen(
+        [sys.executable, "-m", "ifsynth.flows.cli", "--warehouse", str(warehouse), *args],
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, **defaults, **(env or {})},
+        start_new_session=True,
+    )
+
+
+def run_args(seeds: Path, base_url: str, concurrency: int, *extra: str, k: int = 10) -> list[str]:
+    sets = [*FULL_VOLUME, f"instructions_per_query={k}"]
+    return [
+        "run", "instructir", "--seeds", f"beir:{seeds}", "--base-url", base_url, "--model", "bench-model",
+        "--concurrency", str(concurrency), "--json", *[a for s in sets for a in ("--set", s)], *extra,
+    ]  # fmt: skip
+
+
+def finish(process: subprocess.Popen[str]) -> dict[str, Any]:
+    out, errors = process.communicate()
+    if process.returncode != 0:
+        raise SystemExit(f"ifsynth exited {process.returncode}: {errors.strip()[-500:]}")
+    return json.loads(out)
+
+
+def warm_up(base_url: str, root: Path) -> float:
+    """One tiny run first: Prefect creates and migrates its database on the first run of a machine, a cost
+    no later run pays. Returns its wall time."""
+    started = time.perf_counter()
+    seeds = synthetic_beir(root / "warm-seeds", 2)
+    finish(cli(root / "warm.duckdb", *run_args(seeds, base_url, 4, "--limit", "1", k=1)))
+    return time.perf_counter() - started
+
+
+def fake_requests(base_url: str) -> int:
+    """Requests the loopback fake has answered so far (any outcome)."""
+    with urllib.request.urlopen(base_url.removesuffix("/v1") + "/_stats", timeout=10) as response:
+        return int(json.load(response)["requests"])
+
+
+def stage_times(warehouse: Path, run_id: str) -> list[dict[str, Any]]:
+    """Per stage: requests sent and the wall time from the first request's start to the last answer."""
+    from ifsynth.warehouse.store import Warehouse
+
+    with Warehouse(warehouse, read_only=True) as wh:
+        return wh.sql(
+            "SELECT stage, count(*) AS calls, "
+            "epoch(max(created_at)) - epoch(min(created_at - to_milliseconds(latency_ms))) AS wall_s "
+            "FROM llm_calls WHERE run_id = ? GROUP BY stage ORDER BY min(created_at)",
+            [run_id],
+        )

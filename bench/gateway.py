@@ -1,0 +1,87 @@
+"""N requests through the gateway and the warehouse into the loopback fake with fixed latency L at
+concurrency C. The ideal wall time is N·L/C; efficiency = ideal / wall.
+
+    .venv/bin/python -m bench.gateway [--n 5000] [--latency 0.05] [--concurrency 64] [--repeat 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+import pandas  # noqa: F401  (the warehouse imports it on first use; a run has it loaded long before its first call)
+
+from bench.common import emit, fake_server
+from ifsynth.flows import wire
+from ifsynth.flows.llm import Ask, Gateway
+from ifsynth.prompts.registry import Rendered
+from ifsynth.schemas.answers import RelevanceJudgement
+from ifsynth.schemas.config import Endpoint, RunConfig
+from ifsynth.warehouse.store import Warehouse
+
+
+def asks(n: int, salt: str) -> list[Ask]:
+    return [
+        Ask(
+            Rendered("bench/judge", "bench", ({"role": "user", "content": f"judge passage {salt}-{i}"},)),
+            RelevanceJudgement,
+            "generator",
+            0.0,
+            64,
+        )
+        for i in range(n)
+    ]
+
+
+def once(base_url: str, n: int, concurrency: int, salt: str) -> tuple[float, int]:
+    endpoint = Endpoint(base_url=base_url, concurrency=concurrency, max_attempts=3, timeout=30.0)
+    config = RunConfig(recipe="instructir", seeds="demo", model="gpt-4o-mini", endpoint=endpoint)
+    batch = asks(n, salt)
+    with tempfile.TemporaryDirectory() as tmp, Warehouse(Path(tmp) / "bench.duckdb") as warehouse:
+
+        async def go() -> int:
+            async with Gateway(config, warehouse, "bench") as gateway:
+                replies = await gateway.ask_many("judge", batch)
+            return sum(reply.status == "ok" for reply in replies)
+
+        started = time.perf_counter()
+        ok = wire.run(go())
+        warehouse.flush()
+        return time.perf_counter() - started, ok
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(prog="python -m bench.gateway", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--n", type=int, default=5000)
+    parser.add_argument("--latency", type=float, default=0.05)
+    parser.add_argument("--concurrency", type=int, default=64)
+    parser.add_argument("--repeat", type=int, default=3, help="runs; the median is reported")
+    args = parser.parse_args()
+    ideal = args.n * args.latency / args.concurrency
+    walls = []
+    with fake_server("--latency", str(args.latency)) as base_url:
+        for run in range(args.repeat):
+            wall, ok = once(base_url, args.n, args.concurrency, f"r{run}-{time.time_ns()}")
+            if ok != args.n:
+                raise SystemExit(f"only {ok} of {args.n} requests answered")
+            walls.append(wall)
+    wall = statistics.median(walls)
+    emit(
+        {
+            "bench": "gateway",
+            "n": args.n,
+            "latency": args.latency,
+            "concurrency": args.concurrency,
+            "ideal_s": round(ideal, 3),
+            "wall_s": round(wall, 3),
+            "walls_s": [round(w, 3) for w in walls],
+            "efficiency": round(ideal / wall, 3),
+        }
+    )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,62 @@
+"""Peak RSS of an InstructIR run on 2,000 synthetic seeds, next to the same run on a tenth of them: stages
+stream pages from the warehouse, so the peak grows far slower than the run.
+
+    .venv/bin/python -m bench.memory [--seeds 2000] [--k 10] [--concurrency 64]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from bench.common import REPO, emit, fake_server, run_args, synthetic_beir, warm_up
+
+
+def peak(base_url: str, root: Path, seeds: int, k: int, concurrency: int) -> dict[str, Any]:
+    folder = synthetic_beir(root / f"seeds-{seeds}", seeds)
+    started = time.perf_counter()
+    argv = run_args(folder, base_url, concurrency, "--limit", str(seeds), k=k)
+    out_path, err_path = root / f"out-{seeds}.json", root / f"err-{seeds}.txt"
+    with out_path.open("w") as out_file, err_path.open("w") as err_file:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "ifsynth.flows.cli", "--warehouse", str(root / f"m{seeds}.duckdb"), *argv],
+            cwd=REPO, stdout=out_file, stderr=err_file,
+        )  # fmt: skip
+        _, status, usage = os.wait4(process.pid, 0)  # the child's own peak (and its reaped children's)
+    if os.waitstatus_to_exitcode(status) != 0:
+        raise SystemExit(f"ifsynth failed: {err_path.read_text().strip()[-500:]}")
+    out = out_path.read_text()
+    report = json.loads(out)
+    return {
+        "seeds": seeds,
+        "requests": report["llm_calls"]["sent"],
+        "wall_s": round(time.perf_counter() - started, 1),
+        "peak_rss_mb": round(usage.ru_maxrss / 1024, 1),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(prog="python -m bench.memory", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--seeds", type=int, default=2000)
+    parser.add_argument("--k", type=int, default=10, help="instructions per query")
+    parser.add_argument("--concurrency", type=int, default=64)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as tmp, fake_server() as url:
+        root = Path(tmp)
+        warm_up(url, root)
+        small = peak(url, root, max(1, args.seeds // 10), args.k, args.concurrency)
+        large = peak(url, root, args.seeds, args.k, args.concurrency)
+    emit({"bench": "memory", "k": args.k, "small": small, "large": large,
+          "rss_ratio": round(large["peak_rss_mb"] / small["peak_rss_mb"], 2),
+          "work_ratio": round(large["requests"] / small["requests"], 2)})  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()

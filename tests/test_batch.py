@@ -1,0 +1,86 @@
+"""Batch API mode against the fake's files and batches endpoints: submit, poll, ingest under the usual cache
+keys, stages from the cache with no chat request, and a run stopped while waiting polls the same batch."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+
+from ifsynth.flows.llm import Gateway, Reply
+from ifsynth.schemas.config import RunConfig
+from ifsynth.warehouse.store import Warehouse
+from tests.fake_openai import FakeOpenAI
+from tests.test_llm import GOOD, ask, config
+
+
+def batch_config(fake: FakeOpenAI) -> RunConfig:
+    return config(fake).model_copy(update={"batch": True, "batch_poll_seconds": 0.01})
+
+
+def answer_in_batch(fake: FakeOpenAI, warehouse_path: Path, n: int, *, timeout: float | None = None) -> list[Reply]:
+    async def go() -> list[Reply]:
+        with Warehouse(warehouse_path) as warehouse:
+            async with Gateway(batch_config(fake), warehouse, "run-1") as gateway:
+                return await asyncio.wait_for(gateway.ask_many("judge", [ask(f"q{i}") for i in range(n)]), timeout)
+
+    return asyncio.run(go())
+
+
+def test_batch_answers_land_under_the_live_keys_and_no_chat_request_is_sent(
+    fake: FakeOpenAI, warehouse_path: Path
+) -> None:
+    fake.configure(mode="responder", responder=lambda body: GOOD)
+    fake.batch_polls = 3
+    replies = answer_in_batch(fake, warehouse_path, 4)
+    assert [r.status for r in replies] == ["ok"] * 4 and all(r.cached == 1 and r.sent == 0 for r in replies)
+    assert fake.stats()["requests"] == 0
+    assert (fake.batch_stats["creates"], fake.batch_stats["retrieves"], fake.batch_stats["lines"]) == (1, 3, 4)
+    with Warehouse(warehouse_path) as warehouse:
+        rows = warehouse.sql("SELECT key, stage, http_status, error FROM llm_calls")
+        (job,) = warehouse.sql("SELECT status, n_requests FROM llm_batches")
+    assert sorted(r["key"] for r in rows) == sorted(k for r in replies for k in r.keys)
+    assert all(r["http_status"] == 200 and r["error"] is None and r["stage"] == "judge" for r in rows)
+    assert job == {"status": "ingested", "n_requests": 4}
+
+    # Live mode now finds every answer in the cache: the batch wrote the very keys live requests use.
+    async def live() -> list[Reply]:
+        with Warehouse(warehouse_path) as warehouse:
+            async with Gateway(config(fake), warehouse, "run-1") as gateway:
+                return await gateway.ask_many("judge", [ask(f"q{i}") for i in range(4)])
+
+    assert all(r.cached == 1 for r in asyncio.run(live())) and fake.stats()["requests"] == 0
+
+
+def test_a_run_stopped_while_waiting_polls_the_same_batch(fake: FakeOpenAI, warehouse_path: Path) -> None:
+    fake.configure(mode="responder", responder=lambda body: GOOD)
+    fake.batch_polls = 10_000
+    with pytest.raises(TimeoutError):
+        answer_in_batch(fake, warehouse_path, 3, timeout=0.3)
+    assert fake.batch_stats["creates"] == 1 and fake.batch_stats["lines"] == 0
+    fake.batch_polls = fake.batch_stats["retrieves"] + 2
+    replies = answer_in_batch(fake, warehouse_path, 3)
+    assert [r.status for r in replies] == ["ok"] * 3
+    assert fake.batch_stats["creates"] == 1, "resumed by polling, not by submitting again"
+    assert fake.stats()["requests"] == 0
+
+
+def test_the_recipe_runs_stage_by_stage_through_batches(tmp_path: Path) -> None:
+    from ifsynth.flows.resolve import resolve
+    from ifsynth.flows.runner import execute
+    from ifsynth.warehouse import audit
+    from tests.test_instructir_flow import sensible
+
+    with FakeOpenAI(mode="responder", responder=sensible) as server:
+        settings = resolve(
+            "instructir", seeds="demo", limit=3, base_url=server.base_url, model="m", batch=True,
+            sets=["instructions_per_query=3", "min_group_size=1", "batch_poll_seconds=0.01"],
+        )  # fmt: skip
+        run_id = execute(settings, tmp_path / "w.duckdb").run_id
+        with Warehouse(tmp_path / "w.duckdb", read_only=True) as wh:
+            report = audit.funnel(wh, run_id)
+            stages = [r["stage"] for r in wh.sql("SELECT stage FROM llm_batches ORDER BY created_at")]
+        assert server.stats()["requests"] == 0, "every answer came through a batch"
+    assert stages == ["instructions", "rewrite", "judge_relevance", "judge_specificity"]
+    assert report["status"] == "completed" and report["accepted"] > 0
