@@ -366,8 +366,10 @@ def _fmt(value: Any, digits: int = 3) -> str:
 
 
 def _stat_rows(report: dict[str, Any]) -> list[tuple[str, str]]:
-    rows = [(key.replace("_", " "), _fmt(report[key], 2)) for key in (
-        "queries", "instances", "instructions_per_query", "corpus", "positives_per_instance")]
+    rows = [
+        (key.replace("_", " "), _fmt(report[key], 2))
+        for key in ("queries", "instances", "instructions_per_query", "corpus", "positives_per_instance")
+    ]
     for what, words in report["words"].items():
         rows.append((f"{what} words (mean / median)", f"{_fmt(words['mean'], 2)} / {_fmt(words['median'], 1)}"))
     rows += [(key.replace("_", " "), _fmt(report[key])) for key in ("rouge_l_within_group", "distinct_1", "distinct_2")]

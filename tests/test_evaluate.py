@@ -135,8 +135,10 @@ def test_instfol_reads_the_judges_token_logprobs(generated: dict[str, Any]) -> N
     assert again == report and json.loads(stored)[0]["token"]
     expected = []
     for qid, row in view.queries["instructed"].items():
+
         def grade(doc: str, instruction: str = row["instruction"]) -> float:
             return fit if instruction in texts[doc] else other
+
         c_q = ranking(bare[qid])[:20]
         c_inst = ranking(run[qid])[:20]
         s_q, s_inst = sum(map(grade, c_q)) / len(c_q), sum(map(grade, c_inst)) / len(c_inst)
