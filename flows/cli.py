@@ -226,7 +226,12 @@ def audit(
     for r in rows:
         score = "" if r["score"] is None else f"{r['score']:g}"
         table.add_row(
-            r["item_id"], r["status"], r["decided_by"] or r["made_by"], r["judge"] or "", score, r["reason"] or ""
+            r["item_id"],
+            r["status"],
+            r["decided_by"] or r["made_by"],
+            ", ".join(r["failed_judges"] or []) or r["judge"] or "",
+            score,
+            r["reason"] or "",
         )
     out.print(table)
 

@@ -165,6 +165,7 @@ def test_a_tuple_is_kept_only_when_all_three_judgments_name_the_intended_passage
         assert len(distractors) == 6 and len(set(distractors)) == 6, "P+ and five distinct distractors"
     for r in rejected:
         assert r["status"] == "rejected" and r["decision"] == "reject" and r["kind"] == "tuple"
+        assert r["failed_judges"] == [r["judge"]], "one wrong judgment per rejected tuple in this responder"
         assert re.match(r"picked \[\d+\] .+ \(gold \[\d+\] P(\+|1-|2-)\): judged ", r["reason"])
 
 

@@ -79,7 +79,10 @@ def audit(
     status: str | None = None,
     limit: int | None = 50,
 ) -> list[dict[str, Any]]:
-    """Items with the verdict that decided them; by default every item that did not go through."""
+    """Items with the verdict that decided them; by default every item that did not go through.
+
+    An item judged several ways (an InF-IR tuple's three judgments) shows one failing verdict in full and
+    lists every judge that failed it at that stage in ``failed_judges``."""
     run = warehouse.run(ref)
     conditions, params = ["i.run_id = ?"], [run.run_id]
     if stage is not None:
@@ -92,7 +95,9 @@ def audit(
         conditions.append("i.status NOT IN ('ok', 'accepted')")
     rows = warehouse.sql(
         "SELECT i.item_id, i.kind, i.group_id, i.stage AS made_by, i.status, v.stage AS decided_by, v.judge, "
-        "v.decision, v.score, v.threshold, v.reason FROM items i "
+        "v.decision, v.score, v.threshold, v.reason, "
+        "(SELECT list(f.judge ORDER BY f.judge) FROM verdicts f WHERE f.run_id = i.run_id AND f.item_id = i.item_id "
+        "AND f.stage = v.stage AND f.decision <> 'pass') AS failed_judges FROM items i "
         "LEFT JOIN verdicts v ON v.run_id = i.run_id AND v.item_id = i.item_id "
         f"WHERE {' AND '.join(conditions)} "
         "QUALIFY row_number() OVER (PARTITION BY i.item_id ORDER BY (v.decision = 'pass'), v.created_at DESC) = 1 "
