@@ -9,6 +9,7 @@ from ifsynth.schemas.records import VerdictRecord
 
 NEWLINE = "rule:newline"
 LANGUAGE = "rule:language"
+UNCHANGED = "rule:unchanged"
 
 
 def first_line(text: str) -> str:
@@ -28,3 +29,8 @@ def newline_verdicts(writer: StageWriter, item_id: str, field: str, before: str,
 def same_language(named: str, expected: str) -> bool:
     """Whether two answers name the same programming language (case and spacing aside)."""
     return " ".join(named.lower().split()) == " ".join(expected.lower().split())
+
+
+def unchanged(poisoned: str, original: str) -> bool:
+    """Whether poisoning left a text as it was (case and spacing aside): such a negative equals its positive."""
+    return " ".join(poisoned.casefold().split()) == " ".join(original.casefold().split())

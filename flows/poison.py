@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ifsynth.flows.context import RunContext
-from ifsynth.flows.infir_rules import LANGUAGE, first_line, newline_verdicts, same_language
+from ifsynth.flows.infir_rules import LANGUAGE, UNCHANGED, first_line, newline_verdicts, same_language, unchanged
 from ifsynth.flows.llm import Ask, Reply
 from ifsynth.flows.stage import Outcome, StageWriter, llm_stage
 from ifsynth.schemas.answers import CodePoisoning, Poisoning, poisoning
@@ -87,11 +87,25 @@ def poison(
             writer, poisoned_instruction.item_id, "poisoned instruction", answer.negative_instruction, instruction
         ) + newline_verdicts(writer, poisoned_query.item_id, "poisoned query", answer.negative_query, query)
         items = [poisoned_instruction, poisoned_query]
+        failed: tuple[str, str, str] | None = None  # rule, the offending item, why
         if named and not same_language(named["language"], base.get("language", "")):
             reason = f"I- names {named['language']!r}, I+ names {base.get('language', '')!r}"
+            failed = (LANGUAGE, poisoned_instruction.item_id, reason)
+        elif unchanged(instruction, base["instruction"]):
+            failed = (UNCHANGED, poisoned_instruction.item_id, "I- repeats I+")
+        elif unchanged(query, base["query"]):
+            failed = (UNCHANGED, poisoned_query.item_id, "Q- repeats Q+")
+        if failed is not None:
+            # a tuple needs both negatives, so the sibling goes too: its passage would never be used
+            rule, offender, reason = failed
             verdicts += [
-                writer.verdict(poisoned_instruction.item_id, "reject", judge=LANGUAGE, reason=reason),
-                writer.verdict(poisoned_query.item_id, "reject", judge=LANGUAGE, reason=f"its sibling I-: {reason}"),
+                writer.verdict(
+                    item.item_id,
+                    "reject",
+                    judge=rule,
+                    reason=reason if item.item_id == offender else f"sibling: {reason}",
+                )
+                for item in items
             ]
             items = [item.model_copy(update={"status": "rejected"}) for item in items]
             return Outcome("reject", items=items, verdicts=verdicts, n_out=0)

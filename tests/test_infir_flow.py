@@ -45,6 +45,7 @@ POSITIVE = {
 # judgment of three of them wrong, and the code flavour's poisoned instruction of dq48 switches language.
 WRONG = {"dq05": "positive", "dq09": "negative_instruction", "dq03": "negative_query"}
 SWITCHES_LANGUAGE = "dq48"
+REPEATS_QUERY = "dq09"  # in the code flavour, its poisoned query repeats the original
 BEIR = f"beir:{INSTRUCTIR_SEEDS}"
 WIDE = {"COLUMNS": "200"}
 
@@ -74,7 +75,7 @@ def sensible(body: dict[str, Any]) -> dict[str, Any]:
         answer = {
             "aspects": ["first point", "second point"],
             "negative_instruction": f"Avoid the source for {qid}.\nAnd a second line.",
-            "negative_query": f"not {query}",
+            "negative_query": f" {query.upper()} " if code and qid == REPEATS_QUERY else f"not {query}",
         }
         return answer | ({"language": "Java" if qid == SWITCHES_LANGUAGE else " python"} if code else {})
     if name == "Rewrite":
@@ -299,10 +300,15 @@ def test_code_flavour_names_the_language_and_rejects_a_switch(server: FakeOpenAI
     assert {(r["group_id"], r["kind"], r["judge"]) for r in removed} == {
         (SWITCHES_LANGUAGE, "poisoned_instruction", "rule:language"),
         (SWITCHES_LANGUAGE, "poisoned_query", "rule:language"),
+        (REPEATS_QUERY, "poisoned_instruction", "rule:unchanged"),
+        (REPEATS_QUERY, "poisoned_query", "rule:unchanged"),
     }
-    assert "I- names 'Java', I+ names 'Python'" in removed[0]["reason"]
+    reasons = {(r["group_id"], r["kind"]): r["reason"] for r in removed}
+    assert reasons[SWITCHES_LANGUAGE, "poisoned_instruction"] == "I- names 'Java', I+ names 'Python'"
+    assert reasons[REPEATS_QUERY, "poisoned_query"] == "Q- repeats Q+"
+    assert reasons[REPEATS_QUERY, "poisoned_instruction"] == "sibling: Q- repeats Q+"
     exported = rows(tmp_path / "out" / "infir.jsonl")
-    assert sorted(r["id"] for r in exported) == ["dq05", "dq09", "dq25"]
+    assert sorted(r["id"] for r in exported) == ["dq05", "dq25"]
     assert {r["language"] for r in exported} == {"Python"}
 
 
