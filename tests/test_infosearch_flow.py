@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from ifsynth.flows.resolve import resolve
 from ifsynth.flows.runner import execute
@@ -220,6 +221,17 @@ def test_beir_export_writes_one_folder_per_mode(good: dict[str, Any]) -> None:
             assert all(q["text"].endswith(" [SEP] " + q["metadata"]["origin_query"]) for q in queries)
         # each instructed query judges every positive of its core query: 3 x 2 x 2 thrice, 3 x 3 x 3 thrice
         assert len(tsv(beir / mode / "qrels" / "test.tsv")) == 3 * (3 * 2 * 2) + 3 * (3 * 3 * 3)
+
+
+def test_mteb_card_declares_one_config_per_mode_and_file(good: dict[str, Any], tmp_path: Path) -> None:
+    with Warehouse(good["warehouse"], read_only=True) as wh:
+        export(wh, release_for(wh, good["run_id"]), "mteb", tmp_path / "mteb")
+    front = (tmp_path / "mteb" / "README.md").read_text().split("---")[1]
+    configs = yaml.safe_load(front)["configs"]
+    assert len(configs) == 3 * 4 and configs[0]["config_name"] == "og-corpus"
+    for config in configs:
+        (path,) = [f["path"] for f in config["data_files"]]
+        assert len(list((tmp_path / "mteb").glob(path))) == 1, path
 
 
 def test_a_second_run_is_answered_from_the_cache_and_exports_the_same_bytes(

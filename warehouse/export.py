@@ -5,7 +5,7 @@ byte-identical files."""
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
@@ -68,7 +68,8 @@ def export(warehouse: Warehouse, release: str, fmt: Format, out: str | Path) -> 
     else:
         writer = {"beir": _beir, "mteb": _mteb, "jsonl": _flat, "parquet": _flat}[fmt]
         written = (_per_mode(writer) if fmt in ("beir", "mteb") else writer)(out, docs, queries, qrels, fmt)
-    written.append(_write_text(out / "README.md", card_markdown(card, fmt)))
+    modes = list(dict.fromkeys(q["mode"] for q in queries))
+    written.append(_write_text(out / "README.md", card_markdown(card, fmt, modes)))
     return written
 
 
@@ -202,12 +203,20 @@ def _write_text(path: Path, text: str) -> Path:
     return path
 
 
-def card_markdown(card: dict[str, Any], fmt: str) -> str:
-    """The dataset card: counts, models, template hashes and per-stage yields."""
+def card_markdown(card: dict[str, Any], fmt: str, modes: Sequence[str] = ()) -> str:
+    """The dataset card: counts, models, template hashes and per-stage yields.
+
+    An MTEB export of a release with several modes has one folder per mode (see ``_per_mode``), so its
+    configs are named ``<mode>-<config>`` and point into those folders."""
     lines: list[str] = []
     if fmt == "mteb":
+        prefixes = [(f"{mode}-", f"{mode}/") for mode in modes] if len(modes) > 1 else [("", "")]
         configs = [
-            {"config_name": name, "data_files": [{"split": "test", "path": f"{name}/test-*.parquet"}]}
+            {
+                "config_name": f"{name_prefix}{name}",
+                "data_files": [{"split": "test", "path": f"{path_prefix}{name}/test-*.parquet"}],
+            }
+            for name_prefix, path_prefix in prefixes
             for name in ("corpus", "queries", "instruction", "default")
         ]
         lines += ["---", yaml.safe_dump({"configs": configs}, sort_keys=False).rstrip(), "---", ""]
