@@ -164,25 +164,39 @@ class Route:
         host = urlsplit(endpoint.base_url).hostname or ""
         self.string_lengths = not host.endswith(STRICT_SUBSET_HOSTS)
         self._schemas: dict[type[Answer], dict[str, Any]] = {}
-        if endpoint.base_url == LOCAL_BASE_URL:
-            http_client = httpx2.AsyncClient(transport=LocalModelTransport())
-            api_key = "local"
-        else:
-            connections = max(endpoint.concurrency * 2, 16)
-            http_client = openai.DefaultAsyncHttpxClient(
-                limits=httpx2.Limits(max_connections=connections, max_keepalive_connections=connections)
-            )
-            api_key = os.environ.get(endpoint.api_key_env) or "none"  # local servers accept any key
-        self.client = openai.AsyncOpenAI(
-            base_url=endpoint.base_url,
-            api_key=api_key,
-            max_retries=0,
-            timeout=endpoint.timeout,
-            http_client=http_client,
-        )
         local = endpoint.base_url == LOCAL_BASE_URL
-        connections = max(endpoint.concurrency * 2, 16)
-        self.wire = None if local else ChatWire(self.client, connections=connections, timeout=endpoint.timeout)
+        self._api_key = "local" if local else os.environ.get(endpoint.api_key_env) or "none"  # any key does locally
+        self._client: openai.AsyncOpenAI | None = None
+        self.wire = None
+        if not local:
+            self.wire = ChatWire(
+                lambda: self.client,
+                url=str(httpx2.URL(endpoint.base_url)).rstrip("/") + "/chat/completions",
+                api_key=self._api_key,
+                connections=max(endpoint.concurrency * 2, 16),
+                timeout=endpoint.timeout,
+            )
+
+    @property
+    def client(self) -> openai.AsyncOpenAI:
+        """The SDK client, built on first use: its TLS context costs tens of milliseconds per gateway, and
+        the chat path of a remote endpoint never needs it (only errors, files and batches do)."""
+        if self._client is None:
+            if self.wire is None:
+                http_client = httpx2.AsyncClient(transport=LocalModelTransport())
+            else:
+                connections = max(self.endpoint.concurrency * 2, 16)
+                http_client = openai.DefaultAsyncHttpxClient(
+                    limits=httpx2.Limits(max_connections=connections, max_keepalive_connections=connections)
+                )
+            self._client = openai.AsyncOpenAI(
+                base_url=self.endpoint.base_url,
+                api_key=self._api_key,
+                max_retries=0,
+                timeout=self.endpoint.timeout,
+                http_client=http_client,
+            )
+        return self._client
 
     async def chat(self, body: dict[str, Any], payload: str) -> Posted:
         """One chat completion (``payload`` is ``body`` serialized); non-2xx answers and transport failures
@@ -195,7 +209,9 @@ class Route:
     async def close(self) -> None:
         if self.wire is not None:
             await self.wire.close()
-        await self.client.close()
+        if self._client is not None:
+            await self._client.close()
+            self._client = None
 
     def schema(self, answer: type[Answer]) -> dict[str, Any]:
         """Built once per answer type: pydantic's schema generation is costly at thousands of requests."""

@@ -45,11 +45,13 @@ class Posted:
 class ChatWire:
     """POST /chat/completions on one endpoint; open lazily (aiohttp binds to the running loop)."""
 
-    def __init__(self, client: openai.AsyncOpenAI, *, connections: int, timeout: float) -> None:
-        self._client = client
-        self._url = str(client.base_url).rstrip("/") + "/chat/completions"
+    def __init__(
+        self, client: Callable[[], openai.AsyncOpenAI], *, url: str, api_key: str, connections: int, timeout: float
+    ) -> None:
+        self._client = client  # the SDK client, asked for only to build an error
+        self._url = url
         self._headers = {
-            "Authorization": f"Bearer {client.api_key}",
+            "Authorization": f"Bearer {api_key}",
             "Content-Type": "application/json",
             "Accept": "application/json",
         }
@@ -75,7 +77,7 @@ class ChatWire:
             raise openai.APIConnectionError(message=f"{type(exc).__name__}: {exc}", request=self._request()) from None
         if status >= 400:
             failed = httpx2.Response(status, headers=list(headers.items()), content=content, request=self._request())
-            raise self._client._make_status_error_from_response(failed)
+            raise self._client()._make_status_error_from_response(failed)
         return Posted(status, headers, content)
 
     async def close(self) -> None:

@@ -78,6 +78,7 @@ _ARROW = {
         ]
     ),
 }
+_REQUEST = {"request"}
 _CONFLICT = {"items": "OR REPLACE", "verdicts": "OR REPLACE", "llm_calls": "OR IGNORE"}
 _KEYS = {
     "items": ("run_id", "item_id"),
@@ -180,8 +181,13 @@ class Warehouse:
     def add_call(self, call: CallRecord, *, request_json: str | None = None) -> None:
         """Journal first (survives a kill), then buffer for the next batch. ``request_json``, the request
         already serialized by the caller, spares serializing it again (the gateway's hot path)."""
-        line = call.model_dump_json()
-        row = _row(call, request=request_json) if request_json is not None else _row(call)
+        if request_json is None:
+            line, row = call.model_dump_json(), _row(call)
+        else:  # splice the serialized request in: serializing and copying it again costs more than the rest
+            line = f'{call.model_dump_json(exclude=_REQUEST)[:-1]},"request":{request_json}}}'
+            row = {**call.__dict__, "request": request_json}
+            if row["logprobs"] is not None:
+                row["logprobs"] = json.dumps(row["logprobs"], ensure_ascii=False, sort_keys=True)
         with self._lock:
             assert self._journal is not None, "warehouse opened read-only"
             self._journal.write(line + "\n")
