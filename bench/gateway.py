@@ -36,7 +36,8 @@ def asks(n: int, salt: str) -> list[Ask]:
     ]
 
 
-def once(base_url: str, n: int, concurrency: int, salt: str) -> tuple[float, int]:
+def once(base_url: str, n: int, concurrency: int, salt: str) -> tuple[float, int, float]:
+    """Wall seconds, requests answered, and this process's CPU seconds (the fake's are not ours)."""
     endpoint = Endpoint(base_url=base_url, concurrency=concurrency, max_attempts=3, timeout=30.0)
     config = RunConfig(recipe="instructir", seeds="demo", model="gpt-4o-mini", endpoint=endpoint)
     batch = asks(n, salt)
@@ -47,10 +48,10 @@ def once(base_url: str, n: int, concurrency: int, salt: str) -> tuple[float, int
                 replies = await gateway.ask_many("judge", batch)
             return sum(reply.status == "ok" for reply in replies)
 
-        started = time.perf_counter()
+        started, cpu = time.perf_counter(), time.process_time()
         ok = wire.run(go())
         warehouse.flush()
-        return time.perf_counter() - started, ok
+        return time.perf_counter() - started, ok, time.process_time() - cpu
 
 
 def main() -> None:
@@ -61,13 +62,14 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3, help="runs; the median is reported")
     args = parser.parse_args()
     ideal = args.n * args.latency / args.concurrency
-    walls = []
+    walls, cpus = [], []
     with fake_server("--latency", str(args.latency)) as base_url:
         for run in range(args.repeat):
-            wall, ok = once(base_url, args.n, args.concurrency, f"r{run}-{time.time_ns()}")
+            wall, ok, cpu = once(base_url, args.n, args.concurrency, f"r{run}-{time.time_ns()}")
             if ok != args.n:
                 raise SystemExit(f"only {ok} of {args.n} requests answered")
             walls.append(wall)
+            cpus.append(cpu)
     wall = statistics.median(walls)
     emit(
         {
@@ -79,6 +81,8 @@ def main() -> None:
             "wall_s": round(wall, 3),
             "walls_s": [round(w, 3) for w in walls],
             "efficiency": round(ideal / wall, 3),
+            # the client's CPU per request: at concurrency C and latency L, above L/C it alone caps efficiency
+            "client_cpu_ms": round(statistics.median(cpus) / args.n * 1000, 3),
         }
     )
 

@@ -87,7 +87,7 @@ def main() -> None:
         peer_figures = json.loads(peer.stdout.strip().splitlines()[-1])
         peer_requests = fake_requests(url) - before
         before = fake_requests(url)
-        ours, ok = once(url, args.n, args.concurrency, f"peer-{time.time_ns()}")
+        ours, ok, _ = once(url, args.n, args.concurrency, f"peer-{time.time_ns()}")
         our_requests = fake_requests(url) - before
     emit(
         {
