@@ -15,6 +15,7 @@ import pyarrow as pa
 from ifsynth.flows.context import RunContext
 from ifsynth.flows.llm import public_url
 from ifsynth.flows.stage import Outcome, StageWriter
+from ifsynth.schemas.infir import MODES
 from ifsynth.schemas.records import ItemRecord, StageCounts
 from ifsynth.warehouse.keys import sha256
 
@@ -63,12 +64,6 @@ def instructir_instance(rows: Rows, item: ItemRecord, number: int) -> None:
     rows.qrels.append({"mode": MODE, "query_id": query_id, "doc_id": doc_id, "score": 1})
 
 
-# InF-IR: mode -> (query field, instruction field, the passage relevant in that mode)
-INFIR_MODES = {
-    "positive": ("query_positive", "instruction_positive", "document_positive"),
-    "negative_instruction": ("query_positive", "instruction_negative", "hard_negative_document_1"),
-    "negative_query": ("query_negative", "instruction_positive", "hard_negative_document_2"),
-}
 INFIR_DOC_SUFFIX = {"document_positive": "pos", "hard_negative_document_1": "neg1", "hard_negative_document_2": "neg2"}
 
 
@@ -80,7 +75,7 @@ def infir_tuple(rows: Rows, item: ItemRecord, _: int) -> None:
     rows.used.add(payload["doc_id"])
     items = payload["items"]
     doc_ids = {name: f"{tuple_id}_{suffix}" for name, suffix in INFIR_DOC_SUFFIX.items()}
-    for mode, (_, _, passage) in INFIR_MODES.items():
+    for mode, (_, _, passage) in MODES.items():
         origin = {"origin_doc_id": payload["doc_id"]} if mode == "positive" else {"item": items[passage]}
         meta = {"role": mode, "tuple": tuple_id, **origin}
         rows.docs.append(
@@ -91,7 +86,7 @@ def infir_tuple(rows: Rows, item: ItemRecord, _: int) -> None:
                 "meta": json.dumps(meta, sort_keys=True),
             }
         )
-    for mode, (query, instruction, passage) in INFIR_MODES.items():
+    for mode, (query, instruction, passage) in MODES.items():
         meta = {
             "tuple_item": item.item_id,
             "origin_query_id": payload["query_id"],

@@ -17,8 +17,9 @@ from ifsynth.flows import evaluate
 from ifsynth.flows.exceptions import ConfigError
 from ifsynth.flows.retrieval import read_run
 from ifsynth.schemas.errors import IfsynthError
+from ifsynth.schemas.infir import FIELDS as INFIR_FIELDS
 from ifsynth.warehouse import stats as release_stats
-from ifsynth.warehouse.imports import INFIR_FIELDS, import_release
+from ifsynth.warehouse.imports import import_release
 from ifsynth.warehouse.store import Warehouse
 from tests.conftest import SHARED_DATA, cli
 

@@ -11,25 +11,13 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from ifsynth.schemas.infir import FIELDS, MODES
 from ifsynth.warehouse.exceptions import WarehouseError
 
 RECIPE = "infir"
 FORMATS = ("infir", "triplets", "hf")
-FIELDS = (
-    "query_positive",
-    "instruction_positive",
-    "document_positive",
-    "query_negative",
-    "instruction_negative",
-    "hard_negative_document_1",
-    "hard_negative_document_2",
-)
 # release role of a passage -> the field it fills
-DOC_FIELDS = {
-    "positive": "document_positive",
-    "negative_instruction": "hard_negative_document_1",
-    "negative_query": "hard_negative_document_2",
-}
+DOC_FIELDS = {mode: passage for mode, (_, _, passage) in MODES.items()}
 ITEM_COLUMNS = (
     "instruction_positive",
     "instruction_negative",

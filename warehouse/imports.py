@@ -19,21 +19,12 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from ifsynth.schemas.infir import FIELDS, MODES
 from ifsynth.warehouse.exceptions import WarehouseError
 from ifsynth.warehouse.store import Warehouse
 
 FORMATS: tuple[str, ...] = ("beir", "instructir", "infosearch", "followir", "infir")
 SEP = "[SEP]"
-INFIR_FIELDS = (
-    "query_positive",
-    "instruction_positive",
-    "document_positive",
-    "query_negative",
-    "instruction_negative",
-    "hard_negative_document_1",
-    "hard_negative_document_2",
-)
-INFIR_MODES = ("positive", "negative_instruction", "negative_query")
 _INSTANCE_ID = re.compile(r"^(.+)_(\d+)$")
 
 
@@ -281,11 +272,11 @@ def read_infir(path: Path) -> Imported:
         for row in rows:
             if "document_positive" not in row and "document" in row:
                 row["document_positive"] = row["document"]
-            absent = [name for name in INFIR_FIELDS if name not in row]
+            absent = [name for name in FIELDS if name not in row]
             if absent:
                 raise ImportFailed(
                     f"`{file.name}` row {index + 1} lacks {', '.join(absent)}; InF-IR rows have all of "
-                    f"{', '.join(INFIR_FIELDS)}"
+                    f"{', '.join(FIELDS)}"
                 )
             index += 1
             tuple_id = str(row.get("id") or row.get("tuple_id") or f"t{index:07d}")
@@ -294,20 +285,14 @@ def read_infir(path: Path) -> Imported:
 
 
 def _infir_tuple(out: Imported, tuple_id: str, row: dict[str, Any]) -> None:
-    passages = (row["document_positive"], row["hard_negative_document_1"], row["hard_negative_document_2"])
-    asks = (
-        (row["query_positive"], row["instruction_positive"]),
-        (row["query_positive"], row["instruction_negative"]),
-        (row["query_negative"], row["instruction_positive"]),
-    )
-    doc_ids = [f"{tuple_id}-{mode}" for mode in INFIR_MODES]
-    for mode, doc_id, text in zip(INFIR_MODES, doc_ids, passages, strict=True):
-        out.doc(doc_id, text, role=mode, tuple=tuple_id)
-    for mode, (query, instruction), intended in zip(INFIR_MODES, asks, doc_ids, strict=True):
-        out.query(mode, tuple_id, tuple_id, query, instruction)
+    doc_ids = {mode: f"{tuple_id}-{mode}" for mode in MODES}
+    for mode, (_, _, passage) in MODES.items():
+        out.doc(doc_ids[mode], row[passage], role=mode, tuple=tuple_id)
+    for mode, (query, instruction, _) in MODES.items():
+        out.query(mode, tuple_id, tuple_id, row[query], row[instruction])
         out.qrels += [
-            {"mode": mode, "query_id": tuple_id, "doc_id": doc_id, "score": int(doc_id == intended)}
-            for doc_id in doc_ids
+            {"mode": mode, "query_id": tuple_id, "doc_id": doc_id, "score": int(doc_id == doc_ids[mode])}
+            for doc_id in doc_ids.values()
         ]
 
 
