@@ -15,6 +15,7 @@ import os
 import random
 import re
 import time
+import urllib.request
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -40,7 +41,7 @@ from ifsynth.warehouse.keys import cache_key, canonical
 from ifsynth.warehouse.store import Warehouse
 
 MAX_REASKS = 2
-CHUNK = 256  # asks keyed and looked up at a time (see Gateway.ask_many)
+CHUNK = 128  # asks keyed and looked up at a time (see Gateway.ask_many)
 MAX_RETRY_AFTER = 120.0
 RETRY_STATUSES = {408, 409, 429}
 # Hosts whose strict mode takes only a subset of JSON Schema (no string lengths); checked locally instead.
@@ -153,6 +154,16 @@ def parse_answer(text: str | None, schema: type[Answer]) -> Answer:
     raise ValueError(f"{details['msg']}{f' at `{where}`' if where else ''}")
 
 
+def _proxied(url: str) -> bool:
+    """Whether the environment sends this URL through a proxy; such endpoints take the SDK's path, which
+    honours proxies (the lean chat path connects directly)."""
+    host = urlsplit(url).hostname or ""
+    if host in ("localhost", "127.0.0.1", "::1"):  # loopback never goes through a proxy
+        return False
+    proxies = urllib.request.getproxies()
+    return bool(proxies.get(urlsplit(url).scheme) or proxies.get("all")) and not urllib.request.proxy_bypass(host)
+
+
 class Route:
     """An endpoint with its client and its concurrency bound, shared by the roles that use it."""
 
@@ -164,11 +175,12 @@ class Route:
         host = urlsplit(endpoint.base_url).hostname or ""
         self.string_lengths = not host.endswith(STRICT_SUBSET_HOSTS)
         self._schemas: dict[type[Answer], dict[str, Any]] = {}
-        local = endpoint.base_url == LOCAL_BASE_URL
-        self._api_key = "local" if local else os.environ.get(endpoint.api_key_env) or "none"  # any key does locally
+        self.local = endpoint.base_url == LOCAL_BASE_URL
+        # any key does for the embedded model
+        self._api_key = "local" if self.local else os.environ.get(endpoint.api_key_env) or "none"
         self._client: openai.AsyncOpenAI | None = None
         self.wire = None
-        if not local:
+        if not self.local and not _proxied(endpoint.base_url):
             self.wire = ChatWire(
                 lambda: self.client,
                 url=str(httpx2.URL(endpoint.base_url)).rstrip("/") + "/chat/completions",
@@ -182,7 +194,7 @@ class Route:
         """The SDK client, built on first use: its TLS context costs tens of milliseconds per gateway, and
         the chat path of a remote endpoint never needs it (only errors, files and batches do)."""
         if self._client is None:
-            if self.wire is None:
+            if self.local:
                 http_client = httpx2.AsyncClient(transport=LocalModelTransport())
             else:
                 connections = max(self.endpoint.concurrency * 2, 16)
@@ -282,24 +294,36 @@ class Gateway:
     async def ask_many(self, stage: str, asks: Sequence[Ask], on_done: Callable[[], None] | None = None) -> list[Reply]:
         """Answer every ask, cached ones first; concurrency is bounded per endpoint.
 
-        Asks are keyed and looked up in chunks, and each chunk's requests start before the next chunk is
-        prepared, so preparing thousands of requests overlaps with the first ones' network time. In batch
-        mode the whole page is prepared first: its uncached requests go out as one batch."""
+        Asks are keyed and looked up a chunk at a time, and only as the requests already prepared run low:
+        preparing a chunk holds the event loop, and answers that arrive meanwhile wait, so preparing a whole
+        page up front would stall the first thousands of requests. In batch mode the whole page is prepared
+        first: its uncached requests go out as one batch."""
         stopped: list[BudgetExhausted] = []
+        chunk = len(asks) if self.config.batch else CHUNK
+        ahead = chunk + max(route.limit.maximum for route in self._routes.values())  # prepared, not yet done
+        room = asyncio.Event()
+        outstanding = 0
 
         async def one(ask: Ask, request: tuple[str, dict[str, Any]], cache: dict[str, Any]) -> Reply | None:
+            nonlocal outstanding
             try:
                 reply = await self._answer(stage, ask, request, cache)
             except BudgetExhausted as exc:
                 stopped.append(exc)  # the others finish what they reserved: those answers land in the cache
                 return None
+            finally:
+                outstanding -= 1
+                if outstanding <= ahead - chunk:
+                    room.set()
             if on_done is not None:
                 on_done()
             return reply
 
-        chunk = len(asks) if self.config.batch else CHUNK
         tasks: list[asyncio.Future[Reply | None]] = []
         for start in range(0, len(asks), chunk):
+            if outstanding > ahead - chunk:
+                room.clear()
+                await room.wait()
             part = asks[start : start + chunk]
             first = [self._request(ask, list(ask.prompt.messages), 0) for ask in part]
             cache = self.warehouse.cached([key for key, _ in first])
@@ -307,6 +331,7 @@ class Gateway:
                 missing = {key: (ask, body) for ask, (key, body) in zip(part, first, strict=True) if key not in cache}
                 if missing and await batch.fetch(self, stage, missing):
                     cache = self.warehouse.cached([key for key, _ in first])
+            outstanding += len(part)
             tasks += [asyncio.ensure_future(one(ask, req, cache)) for ask, req in zip(part, first, strict=True)]
             await asyncio.sleep(0)  # let this chunk's requests go out
         replies = await asyncio.gather(*tasks)

@@ -1,22 +1,25 @@
 """Chat completions over the wire, lean: the request path that runs thousands of times per stage.
 
 The openai SDK builds a typed request, an httpx2 request and a typed response for every call; at a few
-thousand calls a second that costs more CPU than the rest of a run. The gateway sends chat completions
-through one aiohttp session per endpoint instead and keeps the SDK for everything else (the embedded model,
-the files and batches endpoints). Failures still surface as the SDK's exception types, built by the SDK
-itself, so retry decisions and recorded errors do not depend on which path a request took.
+thousand calls a second that costs more CPU than the rest of a run. The gateway POSTs chat completions with
+its own keep-alive client (``flows/http1.py``) instead, and keeps the SDK for everything else: the embedded
+model, the files and batches endpoints, and endpoints reached through a proxy. Failures still surface as the
+SDK's exception types, built by the SDK itself, so retry decisions and recorded errors do not depend on which
+path a request took.
 """
 
 from __future__ import annotations
 
 import asyncio
+import gc
 from collections.abc import Callable, Coroutine, Mapping
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-import aiohttp
 import httpx2
 import openai
+
+from ifsynth.flows import http1
 
 try:
     import uvloop
@@ -27,15 +30,23 @@ T = TypeVar("T")
 
 
 def run(main: Coroutine[Any, Any, T]) -> T:
-    """``asyncio.run`` on uvloop where it is installed: it spends about a third less CPU per request."""
+    """``asyncio.run`` on uvloop where it is installed: it spends about a third less CPU per request.
+
+    While it runs, the objects that existed before it (the imported libraries, the stage's inputs) sit in
+    the collector's permanent generation: otherwise every full collection walks them again, and those pauses
+    delay the answers of every request in flight. They are handed back to the collector afterwards."""
     factory: Callable[[], asyncio.AbstractEventLoop] | None = uvloop.new_event_loop if uvloop else None
-    with asyncio.Runner(loop_factory=factory) as runner:
-        return runner.run(main)
+    gc.freeze()
+    try:
+        with asyncio.Runner(loop_factory=factory) as runner:
+            return runner.run(main)
+    finally:
+        gc.unfreeze()
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Posted:
-    """A 2xx answer: its status, headers (case-insensitive) and body."""
+    """A 2xx answer: its status, headers (read with lower-case names) and body."""
 
     status: int
     headers: Mapping[str, str]
@@ -43,47 +54,41 @@ class Posted:
 
 
 class ChatWire:
-    """POST /chat/completions on one endpoint; open lazily (aiohttp binds to the running loop)."""
+    """POST /chat/completions on one endpoint."""
 
     def __init__(
         self, client: Callable[[], openai.AsyncOpenAI], *, url: str, api_key: str, connections: int, timeout: float
     ) -> None:
         self._client = client  # the SDK client, asked for only to build an error
         self._url = url
-        self._headers = {
-            "Authorization": f"Bearer {api_key}",
-            "Content-Type": "application/json",
-            "Accept": "application/json",
-        }
-        self._connections = connections
-        self._timeout = aiohttp.ClientTimeout(total=timeout)
-        self._session: aiohttp.ClientSession | None = None
-
-    def _open(self) -> aiohttp.ClientSession:
-        connector = aiohttp.TCPConnector(limit=self._connections, limit_per_host=self._connections)
-        self._session = aiohttp.ClientSession(connector=connector, timeout=self._timeout, trust_env=False)
-        return self._session
+        self._http = http1.Client(
+            url,
+            {"Authorization": f"Bearer {api_key}", "Content-Type": "application/json", "Accept": "application/json"},
+            timeout=timeout,
+            max_idle=connections,
+            ssl_context=httpx2.create_ssl_context() if url.startswith("https:") else None,  # the SDK's trust store
+        )
 
     async def post(self, data: bytes) -> Posted:
         """POST a serialized request body."""
-        session = self._session or self._open()
         try:
-            async with session.post(self._url, data=data, headers=self._headers) as response:
-                content = await response.read()
-                status, headers = response.status, response.headers
+            response = await self._http.post(data)
         except TimeoutError:
             raise openai.APITimeoutError(request=self._request()) from None
-        except (aiohttp.ClientError, OSError, asyncio.IncompleteReadError) as exc:
-            raise openai.APIConnectionError(message=f"{type(exc).__name__}: {exc}", request=self._request()) from None
-        if status >= 400:
-            failed = httpx2.Response(status, headers=list(headers.items()), content=content, request=self._request())
+        except http1.ConnectionFailed as exc:
+            raise openai.APIConnectionError(message=str(exc), request=self._request()) from None
+        if response.status >= 300:  # redirects are not followed: a moved endpoint is a configuration error
+            failed = httpx2.Response(
+                response.status,
+                headers=list(response.headers.items()),
+                content=response.content,
+                request=self._request(),
+            )
             raise self._client()._make_status_error_from_response(failed)
-        return Posted(status, headers, content)
+        return Posted(response.status, response.headers, response.content)
 
     async def close(self) -> None:
-        if self._session is not None:
-            await self._session.close()
-            self._session = None
+        await self._http.close()
 
     def _request(self) -> httpx2.Request:
         return httpx2.Request("POST", self._url)

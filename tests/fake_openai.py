@@ -301,10 +301,12 @@ class FakeOpenAI:
                 return
             chunks.append(message.get("body", b""))
             more = message.get("more_body", False)
-        response = await self._chat(b"".join(chunks), scope["headers"])
+        response = await self._chat(b"".join(chunks), scope["headers"], asyncio.get_running_loop().time())
         await response(scope, receive, send)
 
-    async def _chat(self, raw: bytes, request_headers: list[tuple[bytes, bytes]]) -> JSONResponse:
+    async def _chat(self, raw: bytes, request_headers: list[tuple[bytes, bytes]], arrived: float) -> JSONResponse:
+        """The answer goes out ``latency`` seconds after the request arrived: the fake's own work on it is
+        part of that time, as a real server's is, not added to it."""
         try:
             body = json.loads(raw)
         except ValueError:
@@ -331,8 +333,6 @@ class FakeOpenAI:
             self._headers.append(request_headers)
             self._models.add(str(body["model"]))
 
-        if settings.latency > 0:
-            await asyncio.sleep(settings.latency)
         headers = {"x-request-id": f"req_{digest[:24]}"}
         if limits is not None:
             headers.update(limits)
@@ -344,9 +344,8 @@ class FakeOpenAI:
             elif outcome == "429":
                 headers["retry-after"] = f"{settings.retry_after:g}"
                 headers["retry-after-ms"] = str(round(settings.retry_after * 1000))
+            await self._until(arrived + settings.latency)
             return _error_response(int(outcome), _ERRORS[outcome], headers)
-        if outcome == "timeout":
-            await self._stall(settings.timeout_sleep)
 
         content_seed = hashlib.sha256(b"%s\x00%d" % (canonical, settings.seed)).digest()
         before, core, after = _answer(body, settings, random.Random(int.from_bytes(content_seed)))
@@ -377,7 +376,17 @@ class FakeOpenAI:
                 "total_tokens": prompt_tokens + completion_tokens,
             },
         }
-        return JSONResponse(completion, headers=headers)
+        response = JSONResponse(completion, headers=headers)
+        await self._until(arrived + settings.latency)
+        if outcome == "timeout":
+            await self._stall(settings.timeout_sleep)
+        return response
+
+    @staticmethod
+    async def _until(deadline: float) -> None:
+        delay = deadline - asyncio.get_running_loop().time()
+        if delay > 0:
+            await asyncio.sleep(delay)
 
     def _rate_limit(self, rpm: int) -> dict[str, str]:
         """Count this request against a sliding one-minute window (call with the lock held); remaining

@@ -265,12 +265,13 @@ class Warehouse:
                     found[row["key"]] = row
         missing = [k for k in wanted if k not in found]
         if missing:
-            for row in self.sql(
-                "SELECT c.* FROM llm_calls c JOIN wanted_keys w USING (key) WHERE c.error IS NULL "
-                "QUALIFY row_number() OVER (PARTITION BY c.key ORDER BY c.created_at) = 1",
-                tables={"wanted_keys": pa.table({"key": missing})},
-            ):
-                found[row["key"]] = row
+            rows = self.sql(
+                "SELECT * FROM llm_calls WHERE error IS NULL AND key IN (SELECT unnest(?::VARCHAR[])) "
+                "ORDER BY created_at",
+                [missing],
+            )
+            for row in rows:  # the first answer to a key is its answer
+                found.setdefault(row["key"], row)
         return found
 
     # -- runs --------------------------------------------------------------------------------------
