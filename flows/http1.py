@@ -60,6 +60,11 @@ class _Connection(asyncio.Protocol):
             self._transport.close()
         self.open = False
 
+    def expire(self) -> None:
+        """The request's deadline passed: fail it and drop the connection (an answer may still be coming)."""
+        self._fail(TimeoutError())
+        self.close()
+
     # -- asyncio.Protocol ---------------------------------------------------------------------------------
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -73,7 +78,7 @@ class _Connection(asyncio.Protocol):
         try:
             self._parser.feed_data(data)
         except (httptools.HttpParserError, httptools.HttpParserUpgrade) as exc:
-            self._fail(f"malformed HTTP answer ({exc})")
+            self._fail(ConnectionFailed(f"malformed HTTP answer ({exc})"))
             self.close()
 
     def connection_lost(self, exc: Exception | None) -> None:
@@ -82,10 +87,9 @@ class _Connection(asyncio.Protocol):
             return
         if self._headers_done and self._framed_by_close():
             self.on_message_complete()
-        elif self.received:
-            self._fail(f"the connection closed in the middle of the answer{f' ({exc})' if exc else ''}")
         else:
-            self._fail(f"the connection closed before an answer{f' ({exc})' if exc else ''}")
+            where = "in the middle of the answer" if self.received else "before an answer"
+            self._fail(ConnectionFailed(f"the connection closed {where}{f' ({exc})' if exc else ''}"))
 
     # -- httptools callbacks ------------------------------------------------------------------------------
 
@@ -118,10 +122,10 @@ class _Connection(asyncio.Protocol):
         """An answer with neither a length nor chunks ends where the connection does (RFC 9112 §6.3)."""
         return "content-length" not in self._headers and "chunked" not in self._headers.get("transfer-encoding", "")
 
-    def _fail(self, reason: str) -> None:
+    def _fail(self, error: Exception) -> None:
         waiter, self._waiter = self._waiter, None
         if waiter is not None and not waiter.done():
-            waiter.set_exception(ConnectionFailed(reason))
+            waiter.set_exception(error)
 
 
 def _decoded(content: bytes, encoding: str | None) -> bytes:
@@ -167,44 +171,63 @@ class Client:
         self._timeout = timeout
         self._max_idle = max_idle
         self._idle: list[_Connection] = []
-        self._busy: set[_Connection] = set()
+        self._busy: dict[_Connection, float] = {}  # connection -> its request's deadline (loop time)
+        # One timer per client sweeps the deadlines, instead of a timer armed and cancelled per request.
+        self._tick = min(1.0, timeout / 20)
+        self._sweeper: asyncio.TimerHandle | None = None
 
     async def post(self, body: bytes) -> Response:
         """The whole answer, whatever its status. Raises ``ConnectionFailed``, or ``TimeoutError`` when the
-        answer has not arrived within the timeout (connecting included)."""
+        answer has not arrived within the timeout (connecting included; checked every 1/20 of it, at most
+        every second)."""
         request = b"%bContent-Length: %d\r\n\r\n%b" % (self._head, len(body), body)
-        async with asyncio.timeout(self._timeout):
-            while True:
-                connection = self._take_idle()
-                reused = connection is not None
-                if connection is None:
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self._timeout
+        while True:
+            connection = self._take_idle()
+            reused = connection is not None
+            if connection is None:
+                async with asyncio.timeout_at(deadline):
                     connection = await self._connect()
-                self._busy.add(connection)
-                try:
-                    response, keep = await connection.send(request)
-                except ConnectionFailed:
-                    self._busy.discard(connection)
-                    connection.close()
-                    if reused and not connection.received:
-                        continue  # the server had closed this idle connection: the request never reached it
-                    raise
-                except BaseException:  # timed out or cancelled mid-request: the connection is unusable
-                    self._busy.discard(connection)
-                    connection.close()
-                    raise
-                self._busy.discard(connection)
-                if keep and len(self._idle) < self._max_idle:
-                    self._idle.append(connection)
-                else:
-                    connection.close()
-                return response
+            self._busy[connection] = deadline
+            if self._sweeper is None:
+                self._sweeper = loop.call_later(self._tick, self._sweep)
+            try:
+                response, keep = await connection.send(request)
+            except ConnectionFailed:
+                del self._busy[connection]
+                connection.close()
+                if reused and not connection.received:
+                    continue  # the server had closed this idle connection: the request never reached it
+                raise
+            except BaseException:  # timed out or cancelled mid-request: the connection is unusable
+                del self._busy[connection]
+                connection.close()
+                raise
+            del self._busy[connection]
+            if keep and len(self._idle) < self._max_idle:
+                self._idle.append(connection)
+            else:
+                connection.close()
+            return response
 
     async def close(self) -> None:
+        if self._sweeper is not None:
+            self._sweeper.cancel()
+            self._sweeper = None
         for connection in (*self._idle, *self._busy):
             connection.close()
         self._idle.clear()
         self._busy.clear()
         await asyncio.sleep(0)  # let the transports finish closing before the loop might
+
+    def _sweep(self) -> None:
+        loop = asyncio.get_running_loop()
+        now = loop.time()
+        for connection, deadline in list(self._busy.items()):
+            if deadline <= now:
+                connection.expire()
+        self._sweeper = loop.call_later(self._tick, self._sweep) if self._busy else None
 
     def _take_idle(self) -> _Connection | None:
         while self._idle:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import email.utils
+import itertools
 import json
 import os
 import random
@@ -19,7 +20,7 @@ import urllib.request
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 from urllib.parse import urlsplit, urlunsplit
 
 import httpx2
@@ -37,11 +38,12 @@ from ifsynth.schemas.answers import Answer, strict_schema
 from ifsynth.schemas.config import Endpoint, Role, RunConfig
 from ifsynth.schemas.errors import IfsynthError
 from ifsynth.schemas.records import CallRecord
-from ifsynth.warehouse.keys import cache_key, canonical
+from ifsynth.warehouse.keys import cache_key, canonical_request
 from ifsynth.warehouse.store import Warehouse
 
 MAX_REASKS = 2
-CHUNK = 128  # asks keyed and looked up at a time (see Gateway.ask_many)
+CHUNK = 256  # asks looked up in the cache at a time (see Gateway.ask_many)
+SLICE = 32  # asks keyed, or started, before the event loop is given back
 MAX_RETRY_AFTER = 120.0
 RETRY_STATUSES = {408, 409, 429}
 # Hosts whose strict mode takes only a subset of JSON Schema (no string lengths); checked locally instead.
@@ -59,6 +61,13 @@ class Ask:
     max_tokens: int
     sample_index: int = 0
     logprobs: int | None = None  # ask for this many top log-probabilities per answer token
+
+
+class Request(NamedTuple):
+    """A request ready to send: its cache key and its body."""
+
+    key: str
+    body: dict[str, Any]
 
 
 @dataclass
@@ -275,21 +284,27 @@ class Gateway:
         self.seed = seed
         self.budget = budget
         self._routes: dict[Endpoint, Route] = {}
+        self._by_role: dict[Role, Route] = {}
+        # Call ids: a random prefix per gateway and a counter, unique without a system call per request.
+        self._call_prefix = uuid.uuid4().hex[:20]
+        self._calls = itertools.count()
 
     async def __aenter__(self) -> Gateway:
         for role in ("generator", "judge"):
             endpoint = self.config.endpoint_for(role)
             if endpoint not in self._routes:
                 self._routes[endpoint] = Route(endpoint)
+            self._by_role[role] = self._routes[endpoint]
         return self
 
     async def __aexit__(self, *_: object) -> None:
         for route in self._routes.values():
             await route.close()
         self._routes.clear()
+        self._by_role.clear()
 
     def route(self, role: Role) -> Route:
-        return self._routes[self.config.endpoint_for(role)]
+        return self._by_role[role]
 
     async def ask_many(self, stage: str, asks: Sequence[Ask], on_done: Callable[[], None] | None = None) -> list[Reply]:
         """Answer every ask, cached ones first; concurrency is bounded per endpoint.
@@ -304,7 +319,7 @@ class Gateway:
         room = asyncio.Event()
         outstanding = 0
 
-        async def one(ask: Ask, request: tuple[str, dict[str, Any]], cache: dict[str, Any]) -> Reply | None:
+        async def one(ask: Ask, request: Request, cache: dict[str, Any]) -> Reply | None:
             nonlocal outstanding
             try:
                 reply = await self._answer(stage, ask, request, cache)
@@ -325,33 +340,36 @@ class Gateway:
                 room.clear()
                 await room.wait()
             part = asks[start : start + chunk]
-            first = [self._request(ask, list(ask.prompt.messages), 0) for ask in part]
-            cache = self.warehouse.cached([key for key, _ in first])
+            first: list[Request] = []
+            for at in range(0, len(part), SLICE):  # answers that arrive meanwhile are handled between slices
+                first += [self._request(ask, list(ask.prompt.messages), 0) for ask in part[at : at + SLICE]]
+                await asyncio.sleep(0)
+            cache = self.warehouse.cached([request.key for request in first])
             if self.config.batch:
-                missing = {key: (ask, body) for ask, (key, body) in zip(part, first, strict=True) if key not in cache}
+                missing = {r.key: (ask, r.body) for ask, r in zip(part, first, strict=True) if r.key not in cache}
                 if missing and await batch.fetch(self, stage, missing):
-                    cache = self.warehouse.cached([key for key, _ in first])
+                    cache = self.warehouse.cached([request.key for request in first])
             outstanding += len(part)
-            tasks += [asyncio.ensure_future(one(ask, req, cache)) for ask, req in zip(part, first, strict=True)]
-            await asyncio.sleep(0)  # let this chunk's requests go out
+            for at in range(0, len(part), SLICE):
+                pairs = zip(part[at : at + SLICE], first[at : at + SLICE], strict=True)
+                tasks += [asyncio.ensure_future(one(ask, request, cache)) for ask, request in pairs]
+                await asyncio.sleep(0)  # let these requests go out
         replies = await asyncio.gather(*tasks)
         if stopped:
             raise stopped[0]
         return [reply for reply in replies if reply is not None]
 
-    def _request(self, ask: Ask, messages: list[dict[str, str]], reask: int) -> tuple[str, dict[str, Any]]:
+    def _request(self, ask: Ask, messages: list[dict[str, str]], reask: int) -> Request:
         route = self.route(ask.role)
         # A re-ask samples with another seed: the same seed could give back the same unusable answer, and
         # since the seed is keyed, two re-asks with identical messages are still two requests.
         body = route.body(ask, self.config.model_for(ask.role), self.seed + reask, messages)
-        return cache_key(route.base_url, body, ask.sample_index), body
+        return Request(cache_key(route.base_url, body, ask.sample_index), body)
 
-    async def _answer(
-        self, stage: str, ask: Ask, request: tuple[str, dict[str, Any]], cache: dict[str, dict[str, Any]]
-    ) -> Reply:
+    async def _answer(self, stage: str, ask: Ask, request: Request, cache: dict[str, dict[str, Any]]) -> Reply:
         reply = Reply(status="failed")
         for reask in range(MAX_REASKS + 1):
-            key, body = request
+            key = request.key
             reply.keys.append(key)
             hit = cache.get(key) if reask == 0 else self.warehouse.cached([key]).get(key)
             if hit is not None:
@@ -360,7 +378,7 @@ class Gateway:
                 reply.logprobs = json.loads(hit["logprobs"]) if hit.get("logprobs") else None
             else:
                 try:
-                    text, finish, reply.logprobs, attempts = await self._send(stage, ask, key, body)
+                    text, finish, reply.logprobs, attempts = await self._send(stage, ask, request)
                     reply.sent += attempts
                 except _Failed as failure:
                     reply.sent += failure.attempts
@@ -387,14 +405,15 @@ class Gateway:
         return reply
 
     async def _send(
-        self, stage: str, ask: Ask, key: str, body: dict[str, Any]
+        self, stage: str, ask: Ask, request: Request
     ) -> tuple[str | None, str | None, list[dict[str, Any]] | None, int]:
         """Send with retries; every attempt becomes a row in llm_calls.
 
         The first attempt runs outside tenacity: most requests succeed at once, and its bookkeeping costs
         more CPU than the request itself at thousands of requests a second."""
         route = self.route(ask.role)
-        payload = canonical(body)  # serialized once: sent as is and stored as is
+        key, body = request.key, request.body
+        payload = canonical_request(body)  # serialized once: sent as is and stored as is
         attempts = 1
         try:
             try:
@@ -422,7 +441,7 @@ class Gateway:
         self, stage: str, ask: Ask, key: str, body: dict[str, Any], payload: str, route: Route, attempt: int
     ) -> tuple[str | None, str | None, list[dict[str, Any]] | None]:
         record = {
-            "call_id": uuid.uuid4().hex,
+            "call_id": f"{self._call_prefix}{next(self._calls):012x}",
             "key": key,
             "run_id": self.run_id,
             "stage": stage,

@@ -32,15 +32,19 @@ T = TypeVar("T")
 def run(main: Coroutine[Any, Any, T]) -> T:
     """``asyncio.run`` on uvloop where it is installed: it spends about a third less CPU per request.
 
-    While it runs, the objects that existed before it (the imported libraries, the stage's inputs) sit in
-    the collector's permanent generation: otherwise every full collection walks them again, and those pauses
-    delay the answers of every request in flight. They are handed back to the collector afterwards."""
+    While it runs, the cyclic garbage collector pauses less, since each pause delays the answers of every
+    request in flight: the objects that existed before (the imported libraries, the stage's inputs) sit in
+    its permanent generation, so full collections do not walk them again, and young collections run every
+    10,000 allocations instead of 700. Both are undone afterwards."""
     factory: Callable[[], asyncio.AbstractEventLoop] | None = uvloop.new_event_loop if uvloop else None
+    thresholds = gc.get_threshold()
     gc.freeze()
+    gc.set_threshold(max(thresholds[0], 10_000), *thresholds[1:])
     try:
         with asyncio.Runner(loop_factory=factory) as runner:
             return runner.run(main)
     finally:
+        gc.set_threshold(*thresholds)
         gc.unfreeze()
 
 

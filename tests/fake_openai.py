@@ -213,7 +213,16 @@ class FakeOpenAI:
         self._port = sock.getsockname()[1]
         self._stopping = asyncio.Event()  # binds to the server's loop on first use
         config = uvicorn.Config(
-            self._asgi, interface="asgi3", log_config=None, log_level="warning", access_log=False, lifespan="off"
+            self._asgi,
+            interface="asgi3",
+            log_config=None,
+            log_level="warning",
+            access_log=False,
+            lifespan="off",
+            # per-request work a fake has no use for: X-Forwarded-* rewriting, Server and Date headers
+            proxy_headers=False,
+            server_header=False,
+            date_header=False,
         )
         self._server = _Server(config, self._stopping)
         self._thread = threading.Thread(target=self._run, args=(self._server, sock), name="fake-openai", daemon=True)

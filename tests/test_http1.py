@@ -9,6 +9,7 @@ import datetime
 import gzip
 import ipaddress
 import ssl
+import time
 import zlib
 from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass, field
@@ -284,11 +285,11 @@ def test_timeout_closes_the_connection(run: Callable[..., Any]) -> None:
     async def go() -> tuple[float, int]:
         async with Server(handler) as s:
             c = client(s.url, timeout=0.2)
-            started = asyncio.get_running_loop().time()
+            started = time.monotonic()
             with pytest.raises(TimeoutError):
                 await c.post(b"{}")
-            waited = asyncio.get_running_loop().time() - started
-            for _ in range(50):
+            waited = time.monotonic() - started
+            for _ in range(200):
                 if s.closed_by_client:
                     break
                 await asyncio.sleep(0.01)
@@ -296,7 +297,8 @@ def test_timeout_closes_the_connection(run: Callable[..., Any]) -> None:
             return waited, s.closed_by_client
 
     waited, closed = run(go())
-    assert 0.2 <= waited < 2.0 and closed == 1
+    assert 0.19 <= waited < 2.0, waited  # uvloop's timers have millisecond resolution
+    assert closed == 1
 
 
 def test_cancelled_request_does_not_leave_its_connection_for_reuse(run: Callable[..., Any]) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from ifsynth.warehouse.keys import cache_key, item_id
+from ifsynth.warehouse.keys import cache_key, canonical, canonical_request, item_id
 
 BODY = {
     "model": "m",
@@ -64,3 +64,30 @@ def test_logprobs_are_keyed_only_when_asked() -> None:
     assert key == cache_key("http://x/v1", {**BODY, "logprobs": None, "top_logprobs": None})
     asked = cache_key("http://x/v1", {**BODY, "logprobs": True, "top_logprobs": 5})
     assert asked != key != cache_key("http://x/v1", {**BODY, "logprobs": True, "top_logprobs": 3}) != asked
+
+
+UNUSUAL = 'héllo \u2028 "q" \x01'
+
+
+def test_keys_are_stable_across_versions() -> None:
+    """A changed derivation would orphan every cached answer in every user's warehouse."""
+    assert cache_key("http://x/v1", BODY) == "8c642ee1b9ff05b78363d2ae8e4bd79eabdb5f26d47338e23c6e6009af2620e2"
+    body = {**BODY, "logprobs": True, "top_logprobs": 5, "messages": [{"role": "user", "content": UNUSUAL}]}
+    assert cache_key("http://x/v1", body, 2) == "293471dc210559dd9f314e0787aef44351c6ca2fe11dc0e6b57e1d76453b6f26"
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        0.0, -0.0, 1.0, 0.7, 1e-4, 0.00012, 6.37e-5, 1e-7, -2.5e-12, 123456.789, 1e15, 1e16, 1.5e22, 2**53 + 0.5,
+    ],
+)  # fmt: skip
+def test_fast_request_serialization_writes_what_json_writes(value: float) -> None:
+    """The gateway serializes requests with orjson; a text differing from json's would change keys."""
+    body = {
+        **BODY,
+        "temperature": value,
+        "messages": [{"role": "user", "content": UNUSUAL + "".join(map(chr, range(1, 200)))}],
+    }
+    assert canonical_request(body) == canonical(body)
+    assert canonical_request({**body, "seed": 2**70}) == canonical({**body, "seed": 2**70})  # beyond orjson's ints

@@ -7,8 +7,11 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from collections.abc import Iterable
 from typing import Any
+
+import orjson
 
 # Request fields that decide the answer. Anything else (timeouts, concurrency, the key) stays out.
 KEYED_FIELDS = ("model", "messages", "response_format", "temperature", "top_p", "max_tokens", "seed")
@@ -16,8 +19,26 @@ KEYED_FIELDS = ("model", "messages", "response_format", "temperature", "top_p", 
 OPTIONAL_KEYED_FIELDS = ("logprobs", "top_logprobs")
 
 
+_encode = json.JSONEncoder(sort_keys=True, ensure_ascii=False, separators=(",", ":")).encode
+# Where orjson's text can differ from json's for a request: floats below 1e-4 in magnitude (orjson writes
+# 1e-5 as 0.00001 or 1e-5, json as 1e-05). Matching inside strings too only costs the slower path.
+_SMALL_FLOAT = re.compile(r"\d[eE]-|0\.0000")
+
+
 def canonical(value: Any) -> str:
-    return json.dumps(value, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+    return _encode(value)  # one encoder for every call: json.dumps with options builds one each time
+
+
+def canonical_request(body: dict[str, Any]) -> str:
+    """``canonical`` of a chat request, several times faster: orjson writes the same text as json for
+    everything a request holds (strings, integers, booleans, null, and floats such as sampling parameters),
+    and anything it might write differently goes through json, so cache keys never change. (Not for
+    arbitrary values: orjson writes NaN as null, and a request cannot hold NaN.)"""
+    try:
+        text = orjson.dumps(body, option=orjson.OPT_SORT_KEYS).decode()
+    except (orjson.JSONEncodeError, TypeError):  # an integer beyond 64 bits, a key that is not a string
+        return _encode(body)
+    return _encode(body) if _SMALL_FLOAT.search(text) else text
 
 
 def sha256(text: str) -> str:
@@ -28,7 +49,7 @@ def cache_key(base_url: str, body: dict[str, Any], sample_index: int = 0) -> str
     """SHA-256 of the canonical request: endpoint, model, messages, schema, sampling, sample index."""
     keyed = {name: body.get(name) for name in KEYED_FIELDS}
     keyed.update({name: body[name] for name in OPTIONAL_KEYED_FIELDS if body.get(name) is not None})
-    return sha256(canonical({"base_url": base_url.rstrip("/"), "sample_index": sample_index, **keyed}))
+    return sha256(canonical_request({"base_url": base_url.rstrip("/"), "sample_index": sample_index, **keyed}))
 
 
 def item_id(kind: str, parents: Iterable[str], *content: Any) -> str:

@@ -1,14 +1,21 @@
 """The one class that opens the DuckDB file. Writes are buffered and flushed in Arrow batches by the
 process that holds the file; LLM calls also go to a journal first, so a killed process loses only the
-requests that were still in flight."""
+requests that were still in flight.
+
+Batches that fill up during a stage are written by a background thread (DuckDB writes without holding the
+GIL), so the event loop keeps serving answers instead of pausing for tens of milliseconds every
+FLUSH_ROWS calls. The journal lines of a batch being written move to a sealed file that is deleted once
+the batch is committed; opening a warehouse replays both files."""
 
 from __future__ import annotations
 
 import json
+import os
 import re
 import threading
 import time
 from collections.abc import Iterator, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from datetime import datetime
 from importlib import resources
 from pathlib import Path
@@ -115,10 +122,18 @@ class Warehouse:
             raise WarehouseInUse(str(self.path), f"pid {pid.group(1)}" if pid else "unknown pid") from None
         self._local = threading.local()
         self._cursors: list[duckdb.DuckDBPyConnection] = []
+        self._cursors_lock = threading.Lock()
         self._lock = threading.RLock()
         self._buffers: dict[str, dict[tuple[Any, ...], dict[str, Any]]] = {name: {} for name in _ARROW}
+        self._buffered_answers: dict[str, dict[str, Any]] = {}  # key -> first buffered successful call
+        # The batch a background thread is writing, and its answers (still served from memory meanwhile).
+        self._writer: ThreadPoolExecutor | None = None
+        self._writing: Future[None] | None = None
+        self._writing_rows: dict[str, list[dict[str, Any]]] = {}
+        self._writing_answers: dict[str, dict[str, Any]] = {}
         self._last_flush = time.monotonic()
         self._journal_path = self.path.with_name(self.path.name + ".journal")
+        self._sealed_path = self.path.with_name(self.path.name + ".journal.sealed")
         self._journal = None
         if not read_only:
             self._db.execute(resources.files("ifsynth.warehouse").joinpath("ddl.sql").read_text())
@@ -139,6 +154,9 @@ class Warehouse:
     def close(self) -> None:
         if not self.read_only:
             self.flush()
+            if self._writer is not None:
+                self._writer.shutdown()
+                self._writer = None
             if self._journal is not None:
                 self._journal.close()
                 self._journal = None
@@ -151,7 +169,7 @@ class Warehouse:
         cursor = getattr(self._local, "cursor", None)
         if cursor is None:
             cursor = self._local.cursor = self._db.cursor()
-            with self._lock:
+            with self._cursors_lock:  # not the write lock: flush() holds that while it waits for the writer
                 self._cursors.append(cursor)
         return cursor
 
@@ -192,6 +210,8 @@ class Warehouse:
             assert self._journal is not None, "warehouse opened read-only"
             self._journal.write(line + "\n")
             self._journal.flush()
+            if call.error is None:
+                self._buffered_answers.setdefault(call.key, row)
             self._buffer("llm_calls", [row])
 
     def add_items(self, items: Sequence[ItemRecord]) -> None:
@@ -208,26 +228,76 @@ class Warehouse:
             buffer[tuple(row[k] for k in _KEYS[table])] = row
         pending = sum(len(b) for b in self._buffers.values())
         if pending >= FLUSH_ROWS or time.monotonic() - self._last_flush > FLUSH_SECONDS:
-            self.flush()
+            self._flush_behind()
+
+    def _flush_behind(self) -> None:
+        """Hand the buffered rows to the background writer, unless it is still busy with the last batch
+        (then they go with the next one)."""
+        if self._writing is not None:
+            if not self._writing.done():
+                return
+            self._finish_writing()
+        self._last_flush = time.monotonic()
+        self._writing_rows = {table: list(buffer.values()) for table, buffer in self._buffers.items() if buffer}
+        if not self._writing_rows:
+            return
+        for buffer in self._buffers.values():
+            buffer.clear()
+        self._writing_answers, self._buffered_answers = self._buffered_answers, {}
+        if self._journal is not None:  # the batch's journal lines: kept until the batch is committed
+            self._journal.close()
+            os.replace(self._journal_path, self._sealed_path)
+            self._journal = self._journal_path.open("a", encoding="utf-8")
+        if self._writer is None:
+            self._writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="warehouse-writer")
+        self._writing = self._writer.submit(self._write, self._writing_rows)
+
+    def _write(self, batch: dict[str, list[dict[str, Any]]]) -> None:
+        cursor = self._cursor()
+        cursor.execute("BEGIN")
+        try:
+            for table, rows in batch.items():
+                self._append(cursor, table, rows)
+            cursor.execute("COMMIT")
+        except BaseException:
+            cursor.execute("ROLLBACK")
+            raise
+
+    def _finish_writing(self) -> None:
+        """Settle the background writer's finished batch. A failed batch is put back as it was (rows,
+        answers, journal lines) before its error is raised, so nothing is lost and a later flush retries."""
+        assert self._writing is not None
+        error = self._writing.exception()
+        batch, answers = self._writing_rows, self._writing_answers
+        self._writing, self._writing_rows, self._writing_answers = None, {}, {}
+        if error is None:
+            self._sealed_path.unlink(missing_ok=True)
+            return
+        for table, rows in batch.items():
+            buffer = self._buffers[table]
+            for row in rows:
+                buffer.setdefault(tuple(row[k] for k in _KEYS[table]), row)
+        for key, row in answers.items():
+            self._buffered_answers.setdefault(key, row)
+        if self._journal is not None and self._sealed_path.exists():
+            self._journal.write(self._sealed_path.read_text(encoding="utf-8"))
+            self._journal.flush()
+            self._sealed_path.unlink()
+        raise error
 
     def flush(self) -> None:
-        """Write every buffered row in one transaction, then empty the journal."""
+        """Write every buffered row in one transaction, then empty the journal (after the background
+        writer, if it is busy, has finished)."""
         with self._lock:
+            if self._writing is not None:
+                self._finish_writing()  # waits for the writer, which never takes this lock
             self._last_flush = time.monotonic()
             if not any(self._buffers.values()):
                 return
-            cursor = self._cursor()
-            cursor.execute("BEGIN")
-            try:
-                for table, buffer in self._buffers.items():
-                    if buffer:
-                        self._append(cursor, table, list(buffer.values()))
-                cursor.execute("COMMIT")
-            except BaseException:
-                cursor.execute("ROLLBACK")
-                raise
+            self._write({table: list(buffer.values()) for table, buffer in self._buffers.items() if buffer})
             for buffer in self._buffers.values():
                 buffer.clear()
+            self._buffered_answers.clear()
             if self._journal is not None:
                 self._journal.truncate(0)
                 self._journal.seek(0)
@@ -240,18 +310,21 @@ class Warehouse:
         cursor.unregister("incoming")
 
     def _replay_journal(self) -> None:
-        if not self._journal_path.exists():
-            return
+        """Calls a killed process journaled but had not committed: those of the batch the background
+        writer was writing (the sealed file), and those still buffered (the journal)."""
+        paths = [path for path in (self._sealed_path, self._journal_path) if path.exists()]
         rows = []
-        for line in self._journal_path.read_text(encoding="utf-8").splitlines():
-            try:
-                rows.append(_row(CallRecord.model_validate_json(line)))
-            except ValueError:
-                continue  # the last line of a killed process may be cut short
+        for path in paths:
+            for line in path.read_text(encoding="utf-8").splitlines():
+                try:
+                    rows.append(_row(CallRecord.model_validate_json(line)))
+                except ValueError:
+                    continue  # the last line of a killed process may be cut short
         if rows:
             unique = {row["call_id"]: row for row in rows}
             self._append(self._db, "llm_calls", list(unique.values()))
-        self._journal_path.unlink()
+        for path in paths:
+            path.unlink()
 
     # -- the cache ---------------------------------------------------------------------------------
 
@@ -260,9 +333,9 @@ class Warehouse:
         found: dict[str, dict[str, Any]] = {}
         wanted = set(keys)
         with self._lock:
-            for row in self._buffers["llm_calls"].values():
-                if row["key"] in wanted and row["error"] is None:
-                    found[row["key"]] = row
+            for key in wanted:
+                if (row := self._buffered_answers.get(key) or self._writing_answers.get(key)) is not None:
+                    found[key] = row
         missing = [k for k in wanted if k not in found]
         if missing:
             rows = self.sql(

@@ -1,0 +1,118 @@
+"""The warehouse's write path: full batches written behind by a background thread while their answers are
+still served, a failed batch put back whole, and both journals replayed after a kill."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ifsynth.schemas.records import CallRecord
+from ifsynth.warehouse import store
+from ifsynth.warehouse.store import Warehouse
+
+
+def call(i: int, *, error: str | None = None) -> CallRecord:
+    return CallRecord(
+        call_id=f"call-{i}",
+        key=f"key-{i}",
+        run_id="run-1",
+        stage="judge",
+        template="t",
+        template_hash="h",
+        base_url="http://x/v1",
+        model="m",
+        request={"n": i},
+        response=None if error else f'{{"n":{i}}}',
+        error=error,
+    )
+
+
+def committed(warehouse: Warehouse) -> int:
+    return warehouse.sql("SELECT count(*) AS n FROM llm_calls")[0]["n"]
+
+
+def journal_lines(path: Path) -> int:
+    return len(path.read_text(encoding="utf-8").splitlines()) if path.exists() else 0
+
+
+def in_writer() -> bool:
+    return threading.current_thread().name.startswith("warehouse-writer")
+
+
+def test_full_batch_is_written_behind_and_its_answers_stay_served(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(store, "FLUSH_ROWS", 10)
+    gate, writing = threading.Event(), threading.Event()
+    write = Warehouse._write
+
+    def gated(self: Warehouse, batch: dict[str, list[dict[str, Any]]]) -> None:
+        if in_writer():
+            writing.set()
+            assert gate.wait(10)
+        write(self, batch)
+
+    monkeypatch.setattr(Warehouse, "_write", gated)
+    path = tmp_path / "w.duckdb"
+    with Warehouse(path) as warehouse:
+        for i in range(12):
+            warehouse.add_call(call(i))
+        assert writing.wait(10)  # the tenth call handed its batch to the writer, which is now held
+        sealed, journal = path.with_name("w.duckdb.journal.sealed"), path.with_name("w.duckdb.journal")
+        assert journal_lines(sealed) == 10 and journal_lines(journal) == 2
+        assert committed(warehouse) == 0
+        assert set(warehouse.cached([f"key-{i}" for i in range(12)])) == {f"key-{i}" for i in range(12)}
+        gate.set()
+        warehouse.flush()
+        assert committed(warehouse) == 12
+        assert not sealed.exists() and journal_lines(journal) == 0
+
+
+def test_failed_background_write_loses_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(store, "FLUSH_ROWS", 5)
+    failures = [RuntimeError("disk full")]
+    append = Warehouse._append
+
+    def failing(cursor: Any, table: str, rows: list[dict[str, Any]]) -> None:
+        if in_writer() and failures:
+            raise failures.pop()
+        append(cursor, table, rows)
+
+    monkeypatch.setattr(Warehouse, "_append", staticmethod(failing))
+    path = tmp_path / "w.duckdb"
+    with Warehouse(path) as warehouse:
+        for i in range(6):
+            warehouse.add_call(call(i))
+        assert warehouse._writing is not None
+        warehouse._writing.exception(timeout=10)
+        with pytest.raises(RuntimeError, match="disk full"):
+            warehouse.flush()  # the failure surfaces at the next flush, with the batch put back
+        assert journal_lines(path.with_name("w.duckdb.journal")) == 6
+        assert not path.with_name("w.duckdb.journal.sealed").exists()
+        assert len(warehouse.cached([f"key-{i}" for i in range(6)])) == 6
+        warehouse.flush()
+        assert committed(warehouse) == 6
+
+
+def test_both_journals_are_replayed_on_open(tmp_path: Path) -> None:
+    path = tmp_path / "w.duckdb"
+    Warehouse(path).close()
+    sealed, journal = path.with_name("w.duckdb.journal.sealed"), path.with_name("w.duckdb.journal")
+    sealed.write_text("".join(call(i).model_dump_json() + "\n" for i in range(3)), encoding="utf-8")
+    lines = [call(i).model_dump_json() for i in (2, 3, 4)]  # call 2 in both; the last line was cut by the kill
+    journal.write_text("\n".join(lines) + "\n" + call(5).model_dump_json()[:40], encoding="utf-8")
+    with Warehouse(path) as warehouse:
+        rows = warehouse.sql("SELECT call_id FROM llm_calls ORDER BY call_id")
+        assert [row["call_id"] for row in rows] == [f"call-{i}" for i in range(5)]
+    assert not sealed.exists()
+
+
+def test_failed_calls_are_not_served_from_the_buffer(tmp_path: Path) -> None:
+    with Warehouse(tmp_path / "w.duckdb") as warehouse:
+        warehouse.add_call(call(1, error="APITimeoutError: timed out"))
+        assert warehouse.cached(["key-1"]) == {}
+        warehouse.flush()
+        assert warehouse.cached(["key-1"]) == {}
