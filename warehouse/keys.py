@@ -38,7 +38,8 @@ def canonical_request(body: dict[str, Any]) -> str:
         text = orjson.dumps(body, option=orjson.OPT_SORT_KEYS).decode()
     except (orjson.JSONEncodeError, TypeError):  # an integer beyond 64 bits, a key that is not a string
         return _encode(body)
-    return _encode(body) if _SMALL_FLOAT.search(text) else text
+    suspect = ("e-" in text or "E-" in text or "0.0000" in text) and _SMALL_FLOAT.search(text)
+    return _encode(body) if suspect else text
 
 
 def sha256(text: str) -> str:

@@ -19,7 +19,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from datetime import datetime
 from importlib import resources
 from pathlib import Path
-from typing import Any, Self
+from typing import Any, BinaryIO, Self
 
 import duckdb
 import pyarrow as pa
@@ -134,12 +134,12 @@ class Warehouse:
         self._last_flush = time.monotonic()
         self._journal_path = self.path.with_name(self.path.name + ".journal")
         self._sealed_path = self.path.with_name(self.path.name + ".journal.sealed")
-        self._journal = None
+        self._journal: BinaryIO | None = None
         if not read_only:
             self._db.execute(resources.files("ifsynth.warehouse").joinpath("ddl.sql").read_text())
             self._db.execute("INSERT OR IGNORE INTO meta VALUES ('schema_version', '1')")
             self._replay_journal()
-            self._journal = self._journal_path.open("a", encoding="utf-8")
+            self._journal = self._open_journal()
             # A run still marked running cannot be alive: this process holds the only write lock.
             self._db.execute("UPDATE runs SET status = 'interrupted' WHERE status = 'running'")
 
@@ -208,8 +208,7 @@ class Warehouse:
                 row["logprobs"] = json.dumps(row["logprobs"], ensure_ascii=False, sort_keys=True)
         with self._lock:
             assert self._journal is not None, "warehouse opened read-only"
-            self._journal.write(line + "\n")
-            self._journal.flush()
+            self._journal.write(f"{line}\n".encode())  # unbuffered: one write(2), in the file when this returns
             if call.error is None:
                 self._buffered_answers.setdefault(call.key, row)
             self._buffer("llm_calls", [row])
@@ -247,7 +246,7 @@ class Warehouse:
         if self._journal is not None:  # the batch's journal lines: kept until the batch is committed
             self._journal.close()
             os.replace(self._journal_path, self._sealed_path)
-            self._journal = self._journal_path.open("a", encoding="utf-8")
+            self._journal = self._open_journal()
         if self._writer is None:
             self._writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="warehouse-writer")
         self._writing = self._writer.submit(self._write, self._writing_rows)
@@ -280,8 +279,7 @@ class Warehouse:
         for key, row in answers.items():
             self._buffered_answers.setdefault(key, row)
         if self._journal is not None and self._sealed_path.exists():
-            self._journal.write(self._sealed_path.read_text(encoding="utf-8"))
-            self._journal.flush()
+            self._journal.write(self._sealed_path.read_bytes())
             self._sealed_path.unlink()
         raise error
 
@@ -308,6 +306,9 @@ class Warehouse:
         columns = ", ".join(_ARROW[table].names)
         cursor.execute(f"INSERT {_CONFLICT[table]} INTO {table} ({columns}) SELECT {columns} FROM incoming")
         cursor.unregister("incoming")
+
+    def _open_journal(self) -> BinaryIO:
+        return self._journal_path.open("ab", buffering=0)
 
     def _replay_journal(self) -> None:
         """Calls a killed process journaled but had not committed: those of the batch the background
