@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint setup clean bench-peer
+.PHONY: demo test lint setup clean bench-peer bench-mock
 
 demo: $(STAMP)
 	$(BIN)/ifsynth demo
@@ -35,3 +35,7 @@ clean:
 bench-peer:
 	test -x bench/.venv-peer/bin/python || $(PYTHON) -m venv bench/.venv-peer
 	bench/.venv-peer/bin/python -m pip install --quiet "bespokelabs-curator==0.1.31"
+
+# An OpenAI-compatible server that is not ifsynth's, for bench/end_to_end.py --server mockoon (Node.js, npm).
+bench-mock:
+	test -x bench/.mockoon/node_modules/.bin/mockoon-cli || npm install --silent --no-audit --no-fund --prefix bench/.mockoon "@mockoon/cli@9.9.0"

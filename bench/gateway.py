@@ -1,7 +1,10 @@
 """N requests through the gateway and the warehouse into the loopback fake with fixed latency L at
 concurrency C. The ideal wall time is N·L/C; efficiency = ideal / wall.
 
-    .venv/bin/python -m bench.gateway [--n 5000] [--latency 0.05] [--concurrency 64] [--repeat 3]
+    .venv/bin/python -m bench.gateway [--n 5000] [--latency 0.05] [--concurrency 64] [--repeat 3] [--prior-calls 0]
+
+``--prior-calls N`` first fills the warehouse with N answered calls of earlier runs, as a warehouse that has
+served many runs holds: every cache lookup then searches them.
 """
 
 from __future__ import annotations
@@ -36,12 +39,30 @@ def asks(n: int, salt: str) -> list[Ask]:
     ]
 
 
-def once(base_url: str, n: int, concurrency: int, salt: str) -> tuple[float, int, float]:
+def fill(path: Path, calls: int) -> None:
+    """``calls`` answered calls of an earlier run, written straight into llm_calls."""
+    with Warehouse(path) as warehouse:
+        warehouse.execute(
+            "INSERT INTO llm_calls (call_id, key, run_id, stage, template, template_hash, base_url, model, request, "
+            "response, attempt, created_at) SELECT 'prior-' || i, sha256('prior-' || i), 'prior', 'judge', "
+            "'bench/judge', 'bench', 'http://prior/v1', 'gpt-4o-mini', '{}', '{}', 1, now() FROM range(?) t(i)",
+            [calls],
+        )
+
+
+def once(base_url: str, n: int, concurrency: int, salt: str, prior_calls: int = 0) -> tuple[float, int, float]:
     """Wall seconds, requests answered, and this process's CPU seconds (the fake's are not ours)."""
     endpoint = Endpoint(base_url=base_url, concurrency=concurrency, max_attempts=3, timeout=30.0)
     config = RunConfig(recipe="instructir", seeds="demo", model="gpt-4o-mini", endpoint=endpoint)
     batch = asks(n, salt)
-    with tempfile.TemporaryDirectory() as tmp, Warehouse(Path(tmp) / "bench.duckdb") as warehouse:
+    with tempfile.TemporaryDirectory() as tmp:
+        if prior_calls:
+            fill(Path(tmp) / "bench.duckdb", prior_calls)
+        return _timed(config, batch, Path(tmp) / "bench.duckdb")
+
+
+def _timed(config: RunConfig, batch: list[Ask], path: Path) -> tuple[float, int, float]:
+    with Warehouse(path) as warehouse:
 
         async def go() -> int:
             async with Gateway(config, warehouse, "bench") as gateway:
@@ -60,12 +81,13 @@ def main() -> None:
     parser.add_argument("--latency", type=float, default=0.05)
     parser.add_argument("--concurrency", type=int, default=64)
     parser.add_argument("--repeat", type=int, default=3, help="runs; the median is reported")
+    parser.add_argument("--prior-calls", type=int, default=0, help="answered calls already in the warehouse")
     args = parser.parse_args()
     ideal = args.n * args.latency / args.concurrency
     walls, cpus = [], []
     with fake_server("--latency", str(args.latency)) as base_url:
         for run in range(args.repeat):
-            wall, ok, cpu = once(base_url, args.n, args.concurrency, f"r{run}-{time.time_ns()}")
+            wall, ok, cpu = once(base_url, args.n, args.concurrency, f"r{run}-{time.time_ns()}", args.prior_calls)
             if ok != args.n:
                 raise SystemExit(f"only {ok} of {args.n} requests answered")
             walls.append(wall)
@@ -77,6 +99,7 @@ def main() -> None:
             "n": args.n,
             "latency": args.latency,
             "concurrency": args.concurrency,
+            "prior_calls": args.prior_calls,
             "ideal_s": round(ideal, 3),
             "wall_s": round(wall, 3),
             "walls_s": [round(w, 3) for w in walls],

@@ -1,10 +1,11 @@
 """HTTP/1.1 keep-alive POSTs to one URL: the transport under the gateway's chat path.
 
 A run sends thousands of chat completions, and on a fast endpoint the client's CPU per request bounds its
-throughput. aiohttp spent 0.37 ms per request on loopback, more than the rest of the gateway; this client,
-asyncio protocols over httptools' parser (llhttp, the parser of Node.js and uvicorn), spends about a quarter
-of that. It does one thing: POST a body to a fixed URL over http or https, one request per connection at a
-time, and read the whole answer, framed by Content-Length, chunked encoding or the close of the connection.
+throughput. A bare loop of aiohttp posts cost 0.37 ms of CPU per request on loopback, more than the rest of
+the gateway; the same loop over this client, asyncio protocols over httptools' parser (llhttp, the parser of
+Node.js and uvicorn), costs about 0.14 ms, kernel time included. It does one thing: POST a body to a fixed
+URL over http or https, one request per connection at a time, and read the whole answer, framed by
+Content-Length, chunked encoding or the close of the connection.
 """
 
 from __future__ import annotations

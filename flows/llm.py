@@ -42,7 +42,7 @@ from ifsynth.warehouse.keys import cache_key, canonical_request
 from ifsynth.warehouse.store import Warehouse
 
 MAX_REASKS = 2
-CHUNK = 256  # asks looked up in the cache at a time (see Gateway.ask_many)
+CHUNK, MAX_CHUNK = 256, 4096  # asks looked up in the cache at a time, first and at most (see Gateway.ask_many)
 SLICE = 32  # asks keyed, or started, before the event loop is given back
 MAX_RETRY_AFTER = 120.0
 RETRY_STATUSES = {408, 409, 429}
@@ -309,13 +309,17 @@ class Gateway:
     async def ask_many(self, stage: str, asks: Sequence[Ask], on_done: Callable[[], None] | None = None) -> list[Reply]:
         """Answer every ask, cached ones first; concurrency is bounded per endpoint.
 
-        Asks are keyed and looked up a chunk at a time, and only as the requests already prepared run low:
-        preparing a chunk holds the event loop, and answers that arrive meanwhile wait, so preparing a whole
-        page up front would stall the first thousands of requests. In batch mode the whole page is prepared
-        first: its uncached requests go out as one batch."""
+        Asks are keyed and looked up in the cache a chunk at a time, the next chunk while half of one still
+        waits to be sent: preparing holds the event loop (answers that arrive meanwhile wait), so a whole
+        page prepared up front would stall the first requests. The first chunk is small, so requests leave
+        at once; each next one is twice as large, up to MAX_CHUNK, because a lookup scans every call in the
+        warehouse whatever the number of keys. Lookups run in a worker thread: DuckDB scans without the GIL,
+        so answers keep being handled meanwhile. In batch mode the whole page is prepared first: its uncached
+        requests go out as one batch."""
         stopped: list[BudgetExhausted] = []
-        chunk = len(asks) if self.config.batch else CHUNK
-        ahead = chunk + max(route.limit.maximum for route in self._routes.values())  # prepared, not yet done
+        size = len(asks) if self.config.batch else CHUNK
+        bound = max(route.limit.maximum for route in self._routes.values())
+        low = bound  # the next chunk is prepared once at most this many asks are outstanding
         room = asyncio.Event()
         outstanding = 0
 
@@ -328,27 +332,31 @@ class Gateway:
                 return None
             finally:
                 outstanding -= 1
-                if outstanding <= ahead - chunk:
+                if outstanding <= low:
                     room.set()
             if on_done is not None:
                 on_done()
             return reply
 
         tasks: list[asyncio.Future[Reply | None]] = []
-        for start in range(0, len(asks), chunk):
-            if outstanding > ahead - chunk:
+        start = 0
+        while start < len(asks):
+            if outstanding > low:
                 room.clear()
                 await room.wait()
-            part = asks[start : start + chunk]
+            part = asks[start : start + size]
+            start += len(part)
+            size = min(size * 2, MAX_CHUNK)
+            low = bound + size // 2
             first: list[Request] = []
             for at in range(0, len(part), SLICE):  # answers that arrive meanwhile are handled between slices
                 first += [self._request(ask, list(ask.prompt.messages), 0) for ask in part[at : at + SLICE]]
                 await asyncio.sleep(0)
-            cache = self.warehouse.cached([request.key for request in first])
+            cache = await asyncio.to_thread(self.warehouse.cached, [request.key for request in first])
             if self.config.batch:
                 missing = {r.key: (ask, r.body) for ask, r in zip(part, first, strict=True) if r.key not in cache}
                 if missing and await batch.fetch(self, stage, missing):
-                    cache = self.warehouse.cached([request.key for request in first])
+                    cache = await asyncio.to_thread(self.warehouse.cached, [request.key for request in first])
             outstanding += len(part)
             for at in range(0, len(part), SLICE):
                 pairs = zip(part[at : at + SLICE], first[at : at + SLICE], strict=True)
