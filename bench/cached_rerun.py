@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import argparse
 
-from bench.common import emit, fake_server
+from bench.common import emit, fake_requests, fake_server
 from bench.end_to_end import measure
 
 
@@ -18,7 +18,7 @@ def main() -> None:
     parser.add_argument("--concurrency", type=int, default=64)
     args = parser.parse_args()
     with fake_server("--latency", str(args.latency)) as base_url:
-        figures = measure(base_url, args.seeds, args.latency, args.concurrency, 10, fake=True)
+        figures = measure(base_url, args.seeds, args.latency, args.concurrency, 10, lambda: fake_requests(base_url))
     keep = ("seeds", "requests", "first_wall_s", "cached_wall_s", "cached_rerun_sent", "cached_rerun_cached")
     emit({"bench": "cached_rerun", **{key: figures[key] for key in keep}})
 

@@ -6,8 +6,10 @@ import contextlib
 import json
 import os
 import random
+import socket
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.request
 from collections.abc import Iterator
@@ -105,13 +107,45 @@ def finish(process: subprocess.Popen[str]) -> dict[str, Any]:
     return json.loads(out)
 
 
-def warm_up(base_url: str, root: Path) -> float:
+def warm_up(base_url: str, root: Path, env: dict[str, str] | None = None) -> float:
     """One tiny run first: Prefect creates and migrates its database on the first run of a machine, a cost
     no later run pays. Returns its wall time."""
     started = time.perf_counter()
     seeds = synthetic_beir(root / "warm-seeds", 2)
-    finish(cli(root / "warm.duckdb", *run_args(seeds, base_url, 4, "--limit", "1", k=1)))
+    finish(cli(root / "warm.duckdb", *run_args(seeds, base_url, 4, "--limit", "1", k=1), env=env))
     return time.perf_counter() - started
+
+
+@contextlib.contextmanager
+def prefect_server() -> Iterator[dict[str, str]]:
+    """A dedicated Prefect server (`prefect server start`, its database in a temporary directory), as a user
+    who runs many jobs keeps one: runs then skip starting a temporary server each. Yields the environment
+    that points ifsynth at it."""
+    with tempfile.TemporaryDirectory() as home, socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+        probe.close()
+        env = {**os.environ, "PREFECT_HOME": home, "PREFECT_SERVER_ANALYTICS_ENABLED": "false", "DO_NOT_TRACK": "1"}
+        process = subprocess.Popen(
+            [str(Path(sys.executable).with_name("prefect")), "server", "start", "--host", "127.0.0.1", "--port",
+             str(port), "--no-services", "--no-ui"],
+            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+        )  # fmt: skip
+        api = f"http://127.0.0.1:{port}/api"
+        try:
+            deadline = time.monotonic() + 120
+            while True:
+                try:
+                    with urllib.request.urlopen(api + "/health", timeout=2):
+                        break
+                except OSError:
+                    if process.poll() is not None or time.monotonic() > deadline:
+                        raise SystemExit("the Prefect server did not start") from None
+                    time.sleep(0.25)
+            yield {"PREFECT_API_URL": api}
+        finally:
+            process.terminate()
+            process.wait(timeout=30)
 
 
 def fake_requests(base_url: str) -> int:
@@ -121,13 +155,15 @@ def fake_requests(base_url: str) -> int:
 
 
 def stage_times(warehouse: Path, run_id: str) -> list[dict[str, Any]]:
-    """Per stage: requests sent and the wall time from the first request's start to the last answer."""
+    """Per stage: requests sent, the wall time from the first request's start to the last answer, and the
+    mean latency the client saw (the server's latency plus its own time and the network's)."""
     from ifsynth.warehouse.store import Warehouse
 
     with Warehouse(warehouse, read_only=True) as wh:
         return wh.sql(
             "SELECT stage, count(*) AS calls, "
-            "epoch(max(created_at)) - epoch(min(created_at - to_milliseconds(latency_ms))) AS wall_s "
+            "epoch(max(created_at)) - epoch(min(created_at - to_milliseconds(latency_ms))) AS wall_s, "
+            "round(avg(latency_ms), 1) AS mean_latency_ms "
             "FROM llm_calls WHERE run_id = ? GROUP BY stage ORDER BY min(created_at)",
             [run_id],
         )

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import os
 from collections.abc import Callable, Coroutine, Mapping
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -57,6 +58,16 @@ class Posted:
     content: bytes
 
 
+def headers(api_key: str) -> dict[str, str]:
+    """What the SDK sends with a chat completion that the endpoint may act on: the key, and the organization
+    and project it reads from its own environment variables (billing and rate limits go by them)."""
+    sent = {"Authorization": f"Bearer {api_key}", "Content-Type": "application/json", "Accept": "application/json"}
+    for header, variable in (("OpenAI-Organization", "OPENAI_ORG_ID"), ("OpenAI-Project", "OPENAI_PROJECT_ID")):
+        if value := os.environ.get(variable):
+            sent[header] = value
+    return sent
+
+
 class ChatWire:
     """POST /chat/completions on one endpoint."""
 
@@ -67,7 +78,7 @@ class ChatWire:
         self._url = url
         self._http = http1.Client(
             url,
-            {"Authorization": f"Bearer {api_key}", "Content-Type": "application/json", "Accept": "application/json"},
+            headers(api_key),
             timeout=timeout,
             max_idle=connections,
             ssl_context=httpx2.create_ssl_context() if url.startswith("https:") else None,  # the SDK's trust store

@@ -182,6 +182,19 @@ def test_the_key_never_reaches_the_warehouse(
     assert secret.encode() not in warehouse.path.read_bytes()
 
 
+def test_organization_and_project_are_sent_as_the_sdk_sends_them(
+    fake: FakeOpenAI, warehouse: Warehouse, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("OPENAI_ORG_ID", "org-test")
+    monkeypatch.setenv("OPENAI_PROJECT_ID", "proj-test")
+    answer(fake, warehouse, [ask()])
+    assert fake.headers[0]["openai-organization"] == "org-test"
+    assert fake.headers[0]["openai-project"] == "proj-test"
+    monkeypatch.delenv("OPENAI_PROJECT_ID")
+    answer(fake, warehouse, [ask("other")])
+    assert "openai-project" not in fake.headers[1]
+
+
 def test_openai_hosts_get_the_strict_subset_of_json_schema() -> None:
     from ifsynth.flows.llm import Route
     from ifsynth.schemas.answers import instruction_list
