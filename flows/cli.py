@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import Annotated, Any
@@ -39,18 +40,32 @@ JsonFlag = Annotated[bool, typer.Option("--json", help="Print JSON instead of a 
 RunArg = Annotated[str | None, typer.Argument(help="Run id or name; the newest run by default.")]
 
 
+@dataclass(frozen=True)
+class WarehouseChoice:
+    path: str
+    memory_limit: str | None
+
+
 @app.callback()
 def main_options(
     ctx: typer.Context,
     warehouse: Annotated[
         str, typer.Option("--warehouse", envvar="IFSYNTH_WAREHOUSE", help="The DuckDB warehouse file.")
     ] = DEFAULT_WAREHOUSE,
+    memory_limit: Annotated[
+        str | None,
+        typer.Option(
+            "--memory-limit",
+            envvar="IFSYNTH_MEMORY_LIMIT",
+            help="Cap on the warehouse's memory (DuckDB's buffer pool), e.g. 1GB. Default: 80% of RAM.",
+        ),
+    ] = None,
 ) -> None:
-    ctx.obj = warehouse
+    ctx.obj = WarehouseChoice(warehouse, memory_limit)
 
 
 def _open(ctx: typer.Context, *, read_only: bool = True) -> Warehouse:
-    return Warehouse(ctx.obj, read_only=read_only)
+    return Warehouse(ctx.obj.path, read_only=read_only, memory_limit=ctx.obj.memory_limit)
 
 
 def _json(value: Any) -> None:
@@ -123,7 +138,7 @@ def _run_and_report(ctx: typer.Context, settings: Any, *, as_json: bool) -> str:
     from ifsynth.flows.runner import execute
 
     with RichProgress(err) as progress:
-        started = execute(settings, ctx.obj, progress)
+        started = execute(settings, ctx.obj.path, progress, memory_limit=ctx.obj.memory_limit)
     with _open(ctx) as warehouse:
         report = audit_queries.funnel(warehouse, started.run_id)
     if as_json:

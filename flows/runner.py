@@ -62,7 +62,9 @@ def fingerprint(config: RunConfig, prompts: Prompts, templates: list[str]) -> st
     )
 
 
-def execute(config: RunConfig, warehouse_path: str | Path, progress: Progress | None = None) -> Started:
+def execute(
+    config: RunConfig, warehouse_path: str | Path, progress: Progress | None = None, *, memory_limit: str | None = None
+) -> Started:
     chosen = recipe(config.recipe)
     params = chosen.params.model_validate(config.params)
     if config.max_cost is not None:
@@ -77,7 +79,7 @@ def execute(config: RunConfig, warehouse_path: str | Path, progress: Progress | 
         os.environ.setdefault(key, value)
     flow = chosen.flow()
 
-    with Warehouse(warehouse_path) as warehouse:
+    with Warehouse(warehouse_path, memory_limit=memory_limit) as warehouse:
         print_ = fingerprint(config, prompts, templates)
         run_id = warehouse.resumable_run(print_)
         resumed = run_id is not None

@@ -1,5 +1,5 @@
 """The warehouse's write path: full batches written behind by a background thread while their answers are
-still served, a failed batch put back whole, and both journals replayed after a kill."""
+still served, a failed batch put back whole, and both journals replayed after a kill; and its memory cap."""
 
 from __future__ import annotations
 
@@ -11,7 +11,9 @@ import pytest
 
 from ifsynth.schemas.records import CallRecord
 from ifsynth.warehouse import store
+from ifsynth.warehouse.exceptions import WarehouseError
 from ifsynth.warehouse.store import Warehouse
+from tests.conftest import cli
 
 
 def call(i: int, *, error: str | None = None) -> CallRecord:
@@ -116,3 +118,19 @@ def test_failed_calls_are_not_served_from_the_buffer(tmp_path: Path) -> None:
         assert warehouse.cached(["key-1"]) == {}
         warehouse.flush()
         assert warehouse.cached(["key-1"]) == {}
+
+
+def test_memory_limit_caps_duckdb_and_a_bad_one_is_one_clear_error(tmp_path: Path) -> None:
+    path = tmp_path / "w.duckdb"
+    with Warehouse(path, memory_limit="64MB") as warehouse:
+        warehouse.add_call(call(1))
+        limit = warehouse.sql("SELECT current_setting('memory_limit') AS m")[0]["m"]
+    assert limit == "61.0 MiB"  # DuckDB reads MB as 10^6 bytes and reports MiB
+    with pytest.raises(WarehouseError, match="memory limit `lots` not understood"):
+        Warehouse(path, memory_limit="lots")
+    with Warehouse(path, read_only=True) as warehouse:  # nothing lost
+        assert warehouse.cached(["key-1"])["key-1"]["response"] == '{"n":1}'
+    proc = cli("--warehouse", str(path), "--memory-limit", "lots", "runs")
+    assert proc.returncode != 0 and "Traceback" not in proc.stderr
+    assert proc.stderr.strip().count("\n") == 0 and "memory limit `lots`" in proc.stderr
+    assert cli("--warehouse", str(path), "--memory-limit", "64MB", "runs", "--json").returncode == 0

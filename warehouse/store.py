@@ -107,14 +107,22 @@ def _row(record: ItemRecord | VerdictRecord | CallRecord, **serialized: str) -> 
 class Warehouse:
     """Runs, items with lineage, verdicts, the LLM call cache and releases, in one DuckDB file."""
 
-    def __init__(self, path: str | Path, *, read_only: bool = False) -> None:
+    def __init__(self, path: str | Path, *, read_only: bool = False, memory_limit: str | None = None) -> None:
+        """``memory_limit`` caps DuckDB's buffer pool (``512MB``, ``2GB``); by default DuckDB takes up to 80 %
+        of the machine's memory and keeps the blocks a run writes, so a large run's process grows with its
+        warehouse."""
         self.path = Path(path)
         self.read_only = read_only
         if read_only and not self.path.exists():
             raise WarehouseError(f"no warehouse at `{self.path}`; `ifsynth run` creates one")
         self.path.parent.mkdir(parents=True, exist_ok=True)
         try:
-            self._db = duckdb.connect(str(self.path), read_only=read_only)
+            config = {"memory_limit": memory_limit} if memory_limit else {}
+            self._db = duckdb.connect(str(self.path), read_only=read_only, config=config)
+        except (duckdb.ParserException, duckdb.InvalidInputException) as exc:
+            raise WarehouseError(
+                f"memory limit `{memory_limit}` not understood ({exc}); give a size such as 2GB"
+            ) from None
         except duckdb.IOException as exc:
             if "lock" not in str(exc).lower():
                 raise WarehouseError(f"cannot open warehouse `{self.path}`: {exc}") from exc
