@@ -36,6 +36,7 @@ bench-peer:
 	test -x bench/.venv-peer/bin/python || $(PYTHON) -m venv bench/.venv-peer
 	bench/.venv-peer/bin/python -m pip install --quiet "bespokelabs-curator==0.1.31"
 
-# An OpenAI-compatible server that is not ifsynth's, for bench/end_to_end.py --server mockoon (Node.js, npm).
+# An OpenAI-compatible server that is not ifsynth's, for bench/end_to_end.py --server wiremock: WireMock's
+# standalone jar from npm (it needs a Java runtime).
 bench-mock:
-	test -x bench/.mockoon/node_modules/.bin/mockoon-cli || npm install --silent --no-audit --no-fund --prefix bench/.mockoon "@mockoon/cli@9.9.0"
+	test -f bench/.wiremock/node_modules/wiremock/build/wiremock-standalone-3.13.2.jar || npm install --silent --no-audit --no-fund --prefix bench/.wiremock "wiremock@3.13.2"

@@ -5,14 +5,14 @@ Per stage: requests x L / C over the stage's wall time; the fixed start-up cost 
 and overall (requests x L / C) / (first wall - cached wall), with the requests the cached rerun sent.
 
     .venv/bin/python -m bench.end_to_end [--seeds 100] [--latency 0.05] [--concurrency 64] [--repeat 3]
-    make bench-mock && .venv/bin/python -m bench.end_to_end --server mockoon --latency 0.2 --seeds 40 --concurrency 32
+    make bench-mock && .venv/bin/python -m bench.end_to_end --server wiremock --latency 0.2 --seeds 40 --concurrency 32
     .venv/bin/python -m bench.end_to_end --base-url http://host:port/v1 --latency 0.2 --seeds 40 --concurrency 32
 
 The difference of two wall times carries the noise of two start-ups (Prefect's temporary server alone
 varies by seconds), so the pair is measured ``--repeat`` times, each in a fresh warehouse, and the figures of
 the pair with the median net efficiency are printed, with every pair's net efficiency beside them.
-Requests sent are counted by the server where it can tell (the fake's /_stats, Mockoon's log), else read from
-ifsynth's own report.
+Requests sent are counted by the server where it can tell (the fake's /_stats, WireMock's request journal),
+else read from ifsynth's own report.
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ from bench.common import (
     synthetic_beir,
     warm_up,
 )
-from bench.mockoon import mockoon_server
+from bench.wiremock import wiremock_server
 
 
 def measure(
@@ -98,7 +98,7 @@ def main() -> None:
     parser.add_argument("--concurrency", type=int, default=64)
     parser.add_argument("--k", type=int, default=10, help="instructions per query")
     parser.add_argument("--repeat", type=int, default=3, help="first and cached runs; the median is printed")
-    parser.add_argument("--server", choices=["fake", "mockoon"], default="fake", help="started with --latency")
+    parser.add_argument("--server", choices=["fake", "wiremock"], default="fake", help="started with --latency")
     parser.add_argument("--prefect-server", action="store_true", help="runs use one dedicated Prefect server")
     parser.add_argument("--base-url", help="an OpenAI-compatible server already running, instead of --server")
     args = parser.parse_args()
@@ -106,9 +106,9 @@ def main() -> None:
         env = stack.enter_context(prefect_server()) if args.prefect_server else None
         if args.base_url:
             server, served = args.base_url, None
-        elif args.server == "mockoon":
-            mockoon = stack.enter_context(mockoon_server(args.latency))
-            server, served = mockoon.base_url, mockoon.settled_requests
+        elif args.server == "wiremock":
+            wiremock = stack.enter_context(wiremock_server(args.latency))
+            server, served = wiremock.base_url, wiremock.requests
         else:
             server = stack.enter_context(fake_server("--latency", str(args.latency)))
             served = functools.partial(fake_requests, server)
