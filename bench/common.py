@@ -116,15 +116,20 @@ def warm_up(base_url: str, root: Path, env: dict[str, str] | None = None) -> flo
     return time.perf_counter() - started
 
 
+def free_port() -> int:
+    """A loopback port free now, for a server that cannot be told to pick its own."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
 @contextlib.contextmanager
 def prefect_server() -> Iterator[dict[str, str]]:
     """A dedicated Prefect server (`prefect server start`, its database in a temporary directory), as a user
     who runs many jobs keeps one: runs then skip starting a temporary server each. Yields the environment
     that points ifsynth at it."""
-    with tempfile.TemporaryDirectory() as home, socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-        probe.close()
+    with tempfile.TemporaryDirectory() as home:
+        port = free_port()
         env = {**os.environ, "PREFECT_HOME": home, "PREFECT_SERVER_ANALYTICS_ENABLED": "false", "DO_NOT_TRACK": "1"}
         process = subprocess.Popen(
             [str(Path(sys.executable).with_name("prefect")), "server", "start", "--host", "127.0.0.1", "--port",

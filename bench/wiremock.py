@@ -14,7 +14,6 @@ from __future__ import annotations
 import contextlib
 import json
 import shutil
-import socket
 import subprocess
 import tempfile
 import time
@@ -24,7 +23,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from bench.common import REPO
+from bench.common import REPO, free_port
 
 JAR = REPO / "bench" / ".wiremock" / "node_modules" / "wiremock" / "build" / "wiremock-standalone-3.13.2.jar"
 WORDS = (
@@ -133,12 +132,10 @@ def wiremock_server(latency: float) -> Iterator[WireMock]:
     java = shutil.which("java")
     if java is None or not JAR.exists():
         raise SystemExit("WireMock is not installed: run `make bench-mock` first (it needs npm and a Java runtime)")
-    with tempfile.TemporaryDirectory() as root, socket.socket() as probe:
+    with tempfile.TemporaryDirectory() as root:
         (Path(root) / "mappings").mkdir()
         (Path(root) / "mappings" / "openai.json").write_text(json.dumps(mappings(latency)))
-        probe.bind(("127.0.0.1", 0))
-        port = int(probe.getsockname()[1])
-        probe.close()
+        port = free_port()
         process = subprocess.Popen(
             [java, "-jar", str(JAR), "--port", str(port), "--bind-address", "127.0.0.1", "--root-dir", root,
              "--disable-banner", "--async-response-enabled", "true", "--container-threads", "64"],
