@@ -116,6 +116,19 @@ def warm_up(base_url: str, root: Path, env: dict[str, str] | None = None) -> flo
     return time.perf_counter() - started
 
 
+def wait_until_up(url: str, process: subprocess.Popen[Any], what: str, *, seconds: float) -> None:
+    """Poll a server's health URL until it answers 2xx; one clear line if it exits or takes too long."""
+    deadline = time.monotonic() + seconds
+    while True:
+        try:
+            with urllib.request.urlopen(url, timeout=2):
+                return
+        except OSError:  # refused, or not healthy yet (HTTPError is an OSError too)
+            if process.poll() is not None or time.monotonic() > deadline:
+                raise SystemExit(f"{what} did not start") from None
+            time.sleep(0.2)
+
+
 def free_port() -> int:
     """A loopback port free now, for a server that cannot be told to pick its own."""
     with socket.socket() as probe:
@@ -138,15 +151,7 @@ def prefect_server() -> Iterator[dict[str, str]]:
         )  # fmt: skip
         api = f"http://127.0.0.1:{port}/api"
         try:
-            deadline = time.monotonic() + 120
-            while True:
-                try:
-                    with urllib.request.urlopen(api + "/health", timeout=2):
-                        break
-                except OSError:
-                    if process.poll() is not None or time.monotonic() > deadline:
-                        raise SystemExit("the Prefect server did not start") from None
-                    time.sleep(0.25)
+            wait_until_up(api + "/health", process, "the Prefect server", seconds=120)
             yield {"PREFECT_API_URL": api}
         finally:
             process.terminate()

@@ -16,14 +16,12 @@ import json
 import shutil
 import subprocess
 import tempfile
-import time
-import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from bench.common import REPO, free_port
+from bench.common import REPO, free_port, wait_until_up
 
 JAR = REPO / "bench" / ".wiremock" / "node_modules" / "wiremock" / "build" / "wiremock-standalone-3.13.2.jar"
 WORDS = (
@@ -119,13 +117,6 @@ class WireMock:
         with urllib.request.urlopen(self._admin + "/requests/count", data=query, timeout=10) as response:
             return int(json.load(response)["count"])
 
-    def up(self) -> bool:
-        try:
-            with urllib.request.urlopen(self._admin + "/health", timeout=1):
-                return True
-        except (urllib.error.URLError, OSError):
-            return False
-
 
 @contextlib.contextmanager
 def wiremock_server(latency: float) -> Iterator[WireMock]:
@@ -143,11 +134,7 @@ def wiremock_server(latency: float) -> Iterator[WireMock]:
         )  # fmt: skip
         server = WireMock(port)
         try:
-            deadline = time.monotonic() + 60
-            while not server.up():
-                if process.poll() is not None or time.monotonic() > deadline:
-                    raise SystemExit("WireMock did not start")
-                time.sleep(0.2)
+            wait_until_up(f"http://127.0.0.1:{port}/__admin/health", process, "WireMock", seconds=60)
             yield server
         finally:
             process.terminate()

@@ -352,11 +352,12 @@ class Gateway:
             for at in range(0, len(part), SLICE):  # answers that arrive meanwhile are handled between slices
                 first += [self._request(ask, list(ask.prompt.messages), 0) for ask in part[at : at + SLICE]]
                 await asyncio.sleep(0)
-            cache = await asyncio.to_thread(self.warehouse.cached, [request.key for request in first])
+            keys = [request.key for request in first]
+            cache = await asyncio.to_thread(self.warehouse.cached, keys)
             if self.config.batch:
                 missing = {r.key: (ask, r.body) for ask, r in zip(part, first, strict=True) if r.key not in cache}
                 if missing and await batch.fetch(self, stage, missing):
-                    cache = await asyncio.to_thread(self.warehouse.cached, [request.key for request in first])
+                    cache = await asyncio.to_thread(self.warehouse.cached, keys)
             outstanding += len(part)
             for at in range(0, len(part), SLICE):
                 pairs = zip(part[at : at + SLICE], first[at : at + SLICE], strict=True)

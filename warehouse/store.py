@@ -120,6 +120,8 @@ class Warehouse:
             config = {"memory_limit": memory_limit} if memory_limit else {}
             self._db = duckdb.connect(str(self.path), read_only=read_only, config=config)
         except (duckdb.ParserException, duckdb.InvalidInputException) as exc:
+            if not memory_limit:
+                raise
             raise WarehouseError(
                 f"memory limit `{memory_limit}` not understood ({exc}); give a size such as 2GB"
             ) from None
