@@ -20,10 +20,11 @@ REPO = Path(__file__).resolve().parents[1]
 
 
 @contextlib.contextmanager
-def fake_server(*args: str) -> Iterator[str]:
-    """`python -m tests.fake_openai` on a free loopback port, in its own process (its CPU is not ours)."""
+def fake_server(*args: str, port: int = 0) -> Iterator[str]:
+    """`python -m tests.fake_openai` on a loopback port (a free one by default), in its own process (its CPU is
+    not ours)."""
     process = subprocess.Popen(
-        [sys.executable, "-m", "tests.fake_openai", "--port", "0", *args],
+        [sys.executable, "-m", "tests.fake_openai", "--port", str(port), *args],
         cwd=REPO,
         stdout=subprocess.PIPE,
         text=True,

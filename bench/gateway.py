@@ -18,8 +18,8 @@ from pathlib import Path
 import pandas  # noqa: F401  (the warehouse imports it on first use; a run has it loaded long before its first call)
 
 from bench.common import emit, fake_server
-from ifsynth.flows import wire
-from ifsynth.flows.llm import Ask, Gateway
+from ifsynth.flows.llm import wire
+from ifsynth.flows.llm.gateway import Ask, Gateway
 from ifsynth.prompts.registry import Rendered
 from ifsynth.schemas.answers import RelevanceJudgement
 from ifsynth.schemas.config import Endpoint, RunConfig

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from ifsynth.flows.runner import PREFECT_DEFAULTS
+from ifsynth.flows.run.runner import PREFECT_DEFAULTS
 from tests.fake_openai import FakeOpenAI
 
 REPO = Path(__file__).resolve().parents[1]

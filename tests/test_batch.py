@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from ifsynth.flows.llm import Gateway, Reply
+from ifsynth.flows.llm.gateway import Gateway, Reply
 from ifsynth.schemas.config import RunConfig
 from ifsynth.warehouse.store import Warehouse
 from tests.fake_openai import FakeOpenAI
@@ -67,8 +67,8 @@ def test_a_run_stopped_while_waiting_polls_the_same_batch(fake: FakeOpenAI, ware
 
 
 def test_the_recipe_runs_stage_by_stage_through_batches(tmp_path: Path) -> None:
-    from ifsynth.flows.resolve import resolve
-    from ifsynth.flows.runner import execute
+    from ifsynth.flows.run.config import resolve
+    from ifsynth.flows.run.runner import execute
     from ifsynth.warehouse import audit
     from tests.test_instructir_flow import sensible
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from ifsynth.flows.resolve import resolve
-from ifsynth.flows.runner import execute
+from ifsynth.flows.run.config import resolve
+from ifsynth.flows.run.runner import execute
 from ifsynth.warehouse import audit
 from ifsynth.warehouse.store import Warehouse
 from tests.fake_openai import FakeOpenAI

@@ -19,7 +19,7 @@ from typing import Any, TypeVar
 import pytest
 import uvloop
 
-from ifsynth.flows import http1
+from ifsynth.flows.llm import http1
 
 T = TypeVar("T")
 Handler = Callable[[asyncio.StreamReader, asyncio.StreamWriter, "Server"], Awaitable[None]]

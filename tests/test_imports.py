@@ -13,9 +13,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from ifsynth.flows import evaluate
+from ifsynth.flows.evaluation import scoring as evaluate
+from ifsynth.flows.evaluation.retrieval import read_run
 from ifsynth.flows.exceptions import ConfigError
-from ifsynth.flows.retrieval import read_run
 from ifsynth.schemas.errors import IfsynthError
 from ifsynth.schemas.infir import FIELDS as INFIR_FIELDS
 from ifsynth.warehouse import stats as release_stats

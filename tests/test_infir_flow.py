@@ -16,8 +16,8 @@ import pyarrow.parquet as pq
 import pytest
 import yaml
 
-from ifsynth.flows.resolve import resolve
-from ifsynth.flows.runner import execute
+from ifsynth.flows.run.config import resolve
+from ifsynth.flows.run.runner import execute
 from ifsynth.warehouse import audit
 from ifsynth.warehouse.exceptions import WarehouseError
 from ifsynth.warehouse.export import export, release_for

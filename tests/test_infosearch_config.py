@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from ifsynth.flows.collect import dimension_source
 from ifsynth.flows.exceptions import ConfigError
-from ifsynth.flows.resolve import resolve
+from ifsynth.flows.recipes.infosearch.collect import dimension_source
+from ifsynth.flows.run.config import resolve
 from ifsynth.schemas.config import DIMENSIONS, InfoSearchParams
 from tests.conftest import INSTRUCTIR_SEEDS
 

@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 import yaml
 
-from ifsynth.flows.resolve import resolve
-from ifsynth.flows.runner import execute
+from ifsynth.flows.run.config import resolve
+from ifsynth.flows.run.runner import execute
 from ifsynth.schemas.config import DIMENSIONS
 from ifsynth.warehouse import audit
 from ifsynth.warehouse.export import export, release_for

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ifsynth.flows.rules import (
+from ifsynth.flows.recipes.infosearch.document_rules import (
     cjk_share,
     keyword_in_document,
     keyword_not_in_siblings,

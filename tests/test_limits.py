@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from ifsynth.flows.exceptions import BudgetExhausted
-from ifsynth.flows.limits import AdaptiveLimit, Budget, RateLimit, parse_reset
-from ifsynth.flows.llm import Gateway
+from ifsynth.flows.llm.gateway import Gateway
+from ifsynth.flows.llm.limits import AdaptiveLimit, Budget, RateLimit, parse_reset
 from ifsynth.warehouse.store import Warehouse
 from tests.fake_openai import FakeOpenAI
 from tests.test_llm import GOOD, ask, config
@@ -164,8 +164,8 @@ def test_budget_stops_the_gateway_before_the_limit_and_the_cache_resumes(
 
 
 def test_a_run_stopped_by_its_budget_is_marked_stopped_and_continues(tmp_path: Path) -> None:
-    from ifsynth.flows.resolve import resolve
-    from ifsynth.flows.runner import execute
+    from ifsynth.flows.run.config import resolve
+    from ifsynth.flows.run.runner import execute
     from ifsynth.warehouse import audit
     from tests.test_instructir_flow import sensible
 

@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from ifsynth.flows.limits import AdaptiveLimit
-from ifsynth.flows.llm import Ask, Gateway, Reply
+from ifsynth.flows.llm.gateway import Ask, Gateway, Reply
+from ifsynth.flows.llm.limits import AdaptiveLimit
 from ifsynth.prompts.registry import Rendered
 from ifsynth.schemas.answers import RelevanceJudgement
 from ifsynth.schemas.config import Endpoint, RunConfig
@@ -196,7 +196,7 @@ def test_organization_and_project_are_sent_as_the_sdk_sends_them(
 
 
 def test_openai_hosts_get_the_strict_subset_of_json_schema() -> None:
-    from ifsynth.flows.llm import Route
+    from ifsynth.flows.llm.gateway import Route
     from ifsynth.schemas.answers import instruction_list
 
     ask_three = Ask(Rendered("t", "h", ({"role": "user", "content": "x"},)), instruction_list(3), "generator", 1, 9)

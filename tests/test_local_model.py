@@ -12,7 +12,7 @@ import openai
 import pytest
 from pydantic import BaseModel, ConfigDict
 
-from ifsynth.flows.local_model import LOCAL_BASE_URL, LOCAL_MODEL, LocalModelTransport
+from ifsynth.flows.llm.local_model import LOCAL_BASE_URL, LOCAL_MODEL, LocalModelTransport
 
 pytestmark = pytest.mark.slow
 

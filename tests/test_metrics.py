@@ -6,8 +6,8 @@ import math
 
 import pytest
 
-from ifsynth.flows import metrics as m
-from ifsynth.flows.metrics import Position, Triple
+from ifsynth.flows.evaluation import metrics as m
+from ifsynth.flows.evaluation.metrics import Position, Triple
 
 
 def triple(ori: int, ins: int, rev: int, n: int = 1, scores: tuple[float, float, float] | None = None) -> Triple:

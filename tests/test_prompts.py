@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from ifsynth.flows.recipes import RECIPES
+from ifsynth.flows.run.registry import RECIPES
 from ifsynth.prompts.registry import PromptError, Prompts
 
 SAMPLE = {

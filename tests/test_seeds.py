@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from ifsynth.flows.context import RunContext
 from ifsynth.flows.exceptions import SeedError
-from ifsynth.flows.resolve import resolve
+from ifsynth.flows.run.config import resolve
+from ifsynth.flows.run.context import RunContext
 from ifsynth.flows.seeds import open_source
-from ifsynth.flows.select import select_seeds
+from ifsynth.flows.stages.select import select_seeds
 from ifsynth.prompts.registry import Prompts
 from ifsynth.schemas.config import InstructIRParams
 from ifsynth.warehouse.store import Warehouse

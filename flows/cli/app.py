@@ -1,0 +1,533 @@
+"""The `ifsynth` command: a thin shell over the runner and the warehouse.
+
+Inspection commands read the warehouse directly; only `run` and `demo` import the runner (and Prefect).
+Any IfsynthError becomes one line on stderr and a non-zero exit code.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.table import Column, Table
+
+from ifsynth.flows.exceptions import BudgetExhausted
+from ifsynth.schemas.errors import IfsynthError
+from ifsynth.warehouse import audit as audit_queries
+from ifsynth.warehouse.export import FORMATS, release_for
+from ifsynth.warehouse.export import export as export_release
+from ifsynth.warehouse.store import Warehouse
+
+DEFAULT_WAREHOUSE = "warehouse/ifsynth.duckdb"
+
+app = typer.Typer(
+    help="Synthesize instruction-following retrieval datasets with LLMs, auditable end to end.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+out = Console()
+err = Console(stderr=True)
+
+JsonFlag = Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")]
+RunArg = Annotated[str | None, typer.Argument(help="Run id or name; the newest run by default.")]
+
+
+@dataclass(frozen=True)
+class WarehouseChoice:
+    path: str
+    memory_limit: str | None
+
+
+@app.callback()
+def main_options(
+    ctx: typer.Context,
+    warehouse: Annotated[
+        str, typer.Option("--warehouse", envvar="IFSYNTH_WAREHOUSE", help="The DuckDB warehouse file.")
+    ] = DEFAULT_WAREHOUSE,
+    memory_limit: Annotated[
+        str | None,
+        typer.Option(
+            "--memory-limit",
+            envvar="IFSYNTH_MEMORY_LIMIT",
+            help="Cap on the warehouse's memory (DuckDB's buffer pool), e.g. 1GB. Default: 80% of RAM.",
+        ),
+    ] = None,
+) -> None:
+    ctx.obj = WarehouseChoice(warehouse, memory_limit)
+
+
+def _open(ctx: typer.Context, *, read_only: bool = True) -> Warehouse:
+    return Warehouse(ctx.obj.path, read_only=read_only, memory_limit=ctx.obj.memory_limit)
+
+
+def _json(value: Any) -> None:
+    print(json.dumps(value, indent=2, ensure_ascii=False, default=_jsonable))
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, datetime):
+        return value.isoformat(timespec="seconds")
+    if isinstance(value, tuple):
+        return list(value)
+    if hasattr(value, "model_dump"):
+        return value.model_dump(mode="json")
+    return str(value)
+
+
+@app.command()
+def run(
+    ctx: typer.Context,
+    recipe: Annotated[str, typer.Argument(help="Recipe to run: instructir, infosearch or infir.")],
+    seeds: Annotated[str | None, typer.Option(help="demo, beir:DIR or irds:ID.")] = None,
+    limit: Annotated[int | None, typer.Option(help="Use at most this many seed queries.")] = None,
+    base_url: Annotated[str | None, typer.Option(help="OpenAI-compatible endpoint (vLLM, Ollama, ...).")] = None,
+    model: Annotated[str | None, typer.Option(help="Model of the generation stages.")] = None,
+    judge_model: Annotated[str | None, typer.Option(help="Model of the judge stages.")] = None,
+    structured_output: Annotated[
+        str | None, typer.Option(help="json_schema (OpenAI, vLLM), json_object (llama.cpp) or none.")
+    ] = None,
+    concurrency: Annotated[int | None, typer.Option(help="Requests in flight at most.")] = None,
+    prompts_dir: Annotated[str | None, typer.Option(help="Templates that overlay the built-in ones.")] = None,
+    config: Annotated[str | None, typer.Option("--config", help="TOML or YAML file of settings.")] = None,
+    set_: Annotated[list[str] | None, typer.Option("--set", help="KEY=VALUE, repeatable.")] = None,
+    name: Annotated[str | None, typer.Option(help="A name for the run and its release.")] = None,
+    max_calls: Annotated[
+        int | None, typer.Option(help="Stop cleanly before sending more requests than this (cache hits free).")
+    ] = None,
+    max_cost: Annotated[
+        float | None, typer.Option(help="Stop cleanly before spending more US dollars than this (needs prices).")
+    ] = None,
+    batch: Annotated[
+        bool | None, typer.Option("--batch", help="Send uncached requests through the OpenAI Batch API.")
+    ] = None,
+    as_json: JsonFlag = False,
+) -> None:
+    """Run a recipe; an unfinished run with the same settings is continued, from the cache."""
+    from ifsynth.flows.run.config import resolve
+
+    settings = resolve(
+        recipe,
+        seeds=seeds,
+        config_file=config,
+        sets=set_,
+        limit=limit,
+        base_url=base_url,
+        model=model,
+        judge_model=judge_model,
+        structured_output=structured_output,
+        concurrency=concurrency,
+        prompts_dir=prompts_dir,
+        name=name,
+        max_calls=max_calls,
+        max_cost=max_cost,
+        batch=batch,
+    )
+    _run_and_report(ctx, settings, as_json=as_json)
+
+
+def _run_and_report(ctx: typer.Context, settings: Any, *, as_json: bool) -> str:
+    from ifsynth.flows.cli.progress import RichProgress
+    from ifsynth.flows.run.runner import execute
+
+    with RichProgress(err) as progress:
+        started = execute(settings, ctx.obj.path, progress, memory_limit=ctx.obj.memory_limit)
+    with _open(ctx) as warehouse:
+        report = audit_queries.funnel(warehouse, started.run_id)
+    if as_json:
+        _json(report)
+    else:
+        verb = "continued" if started.resumed else "ran"
+        out.print(f"[bold]{verb} run {started.run_id}[/bold] ({settings.recipe}, seeds {settings.seeds})")
+        _print_funnel(report)
+    return started.run_id
+
+
+@app.command()
+def demo(
+    ctx: typer.Context,
+    out_dir: Annotated[Path, typer.Option("--out", help="Where the BEIR export goes.")] = Path("exports/demo"),
+) -> None:
+    """The offline demo: the built-in seeds, the embedded local model, a small sizing; then a BEIR export."""
+    from ifsynth.flows.cli.demo import DEMO_SETTINGS, demo_config
+
+    settings = demo_config()
+    out.print("[bold]ifsynth demo[/bold]: built-in seeds, embedded local model (SmolLM2-135M), no key, no network")
+    for key, value in DEMO_SETTINGS.items():
+        out.print(f"  {key} = {value}")
+    out.print("  (a 135M model writes weak text: this shows the pipeline working, not benchmark-quality data)")
+    run_id = _run_and_report(ctx, settings, as_json=False)
+    with _open(ctx) as warehouse:
+        written = export_release(warehouse, release_for(warehouse, run_id), "beir", out_dir)
+    out.print(f"export: {len(written)} files written to [bold]{out_dir.resolve()}[/bold] (BEIR layout)")
+
+
+@app.command()
+def runs(ctx: typer.Context, as_json: JsonFlag = False) -> None:
+    """List the runs in the warehouse."""
+    with _open(ctx) as warehouse:
+        rows = audit_queries.runs(warehouse)
+    if as_json:
+        _json(rows)
+        return
+    table = Table(Column("run", no_wrap=True), "name", "recipe", "status", "started", "accepted")
+    for r in rows:
+        name = "" if r["name"] == r["run_id"] else r["name"]
+        table.add_row(
+            r["run_id"], name, r["recipe"], r["status"], f"{r['started_at']:%Y-%m-%d %H:%M}", str(r["accepted"])
+        )
+    out.print(table)
+
+
+@app.command()
+def funnel(ctx: typer.Context, run_ref: RunArg = None, as_json: JsonFlag = False) -> None:
+    """How many items each stage took in, kept, rejected, failed to parse or lost."""
+    with _open(ctx) as warehouse:
+        report = audit_queries.funnel(warehouse, run_ref)
+    if as_json:
+        _json(report)
+    else:
+        out.print(f"run {report['run']} ({report['recipe']}, {report['status']})")
+        _print_funnel(report)
+
+
+def _print_funnel(report: dict[str, Any]) -> None:
+    table = Table(Column("stage", no_wrap=True), "in", "out", "rejected", "parse error", "failed", "cached", "sent")
+    for s in report["stages"]:
+        table.add_row(
+            s["stage"], *(str(s[k]) for k in ("in", "out", "rejected", "parse_error", "failed", "cached", "sent"))
+        )
+        for j in s.get("judges", []):
+            share = "" if j["yield"] is None else f" ({j['yield']:.0%})"
+            name = j["judge"].removeprefix("llm:").replace("negative_", "neg. ")
+            table.add_row(f" {name}", str(j["judged"]), f"{j['passed']}{share}", str(j["rejected"]), "", "")
+        if s.get("judges") and s["in"]:
+            table.add_row(" all three" if len(s["judges"]) == 3 else " all", str(s["in"]),
+                          f"{s['out']} ({s['out'] / s['in']:.0%})", "", "", "")  # fmt: skip
+    out.print(table)
+    calls = report["llm_calls"]
+    out.print(
+        f"accepted {report['accepted']}; LLM calls: {calls['sent']} sent, {calls['cached']} from cache, "
+        f"{calls['failed']} failed attempts; "
+        f"tokens {report['tokens']['prompt']} in / {report['tokens']['completion']} out"
+    )
+
+
+@app.command()
+def audit(
+    ctx: typer.Context,
+    run_ref: RunArg = None,
+    stage: Annotated[str | None, typer.Option(help="Only items decided (or made) by this stage.")] = None,
+    status: Annotated[
+        str | None, typer.Option(help="ok, rejected, parse_error, failed or accepted; default: all not kept.")
+    ] = None,
+    limit: Annotated[int, typer.Option(help="At most this many rows; 0 for all.")] = 50,
+    as_json: JsonFlag = False,
+) -> None:
+    """Items and the verdict that decided each; by default every item that did not make it."""
+    with _open(ctx) as warehouse:
+        rows = audit_queries.audit(warehouse, run_ref, stage=stage, status=status, limit=limit or None)
+    if as_json:
+        _json(rows)
+        return
+    table = Table(Column("item", no_wrap=True), "status", "decided by", "judge", "score", "reason")
+    for r in rows:
+        score = "" if r["score"] is None else f"{r['score']:g}"
+        table.add_row(
+            r["item_id"],
+            r["status"],
+            r["decided_by"] or r["made_by"],
+            ", ".join(r["failed_judges"] or []) or r["judge"] or "",
+            score,
+            r["reason"] or "",
+        )
+    out.print(table)
+
+
+@app.command()
+def show(
+    ctx: typer.Context,
+    item: Annotated[str, typer.Argument(help="An item id, as `audit` lists them.")],
+    run_ref: Annotated[
+        str | None, typer.Option("--run", help="Run id or name; default: the newest run with it.")
+    ] = None,
+    as_json: JsonFlag = False,
+) -> None:
+    """An item, its lineage, its verdicts and every LLM call behind them."""
+    with _open(ctx) as warehouse:
+        report = audit_queries.show(warehouse, item, run_ref)
+    if as_json:
+        _json(report)
+        return
+    record = report["item"]
+    out.print(f"[bold]{record['item_id']}[/bold] {record['kind']} in run {report['run']}: {record['status']}")
+    out.print_json(json.dumps(record["payload"], ensure_ascii=False))
+    for parent in report["parents"]:
+        out.print(f"  from {parent['item_id']} ({parent['kind']}, {parent['status']})")
+    for v in report["verdicts"]:
+        score = "" if v["score"] is None else f" score {v['score']:g}"
+        out.print(f"  verdict {v['stage']} ({v['judge']}): {v['decision']}{score} - {v['reason']}")
+    for child in report.get("used_by", []):
+        out.print(f"  used by {child['item_id']} ({child['kind']}, {child['status']})")
+        for v in child["verdicts"]:
+            out.print(f"    verdict {v['stage']} ({v['judge']}): {v['decision']} - {v['reason']}")
+    for call in report["llm_calls"]:
+        if call.get("missing"):
+            out.print(f"  call {call['key'][:16]}: not in the warehouse")
+            continue
+        out.print(f"  call {call['key'][:16]} {call['template']} @{call['template_hash']} {call['model']}")
+        out.print(f"    answer: {(call['response'] or '')[:300]}")
+
+
+@app.command()
+def export(
+    ctx: typer.Context,
+    run_ref: RunArg = None,
+    fmt: Annotated[
+        str,
+        typer.Option("--format", help="beir, mteb, jsonl, parquet, infosearch; infir: also infir, triplets, hf"),
+    ] = "beir",
+    out_dir: Annotated[Path, typer.Option("--out", help="Directory to write.")] = Path("exports"),
+) -> None:
+    """Write a run's release in a standard layout, with its dataset card."""
+    if fmt not in FORMATS:
+        raise typer.BadParameter(f"--format must be one of {', '.join(FORMATS)}")
+    with _open(ctx) as warehouse:
+        release = release_for(warehouse, run_ref)
+        written = export_release(warehouse, release, fmt, out_dir)  # type: ignore[arg-type]
+    out.print(f"release {release}: {len(written)} files written to {out_dir.resolve()} ({fmt})")
+
+
+@app.command("import")
+def import_(
+    ctx: typer.Context,
+    fmt: Annotated[str, typer.Argument(metavar="FORMAT", help="beir, instructir, infosearch, followir or infir.")],
+    directory: Annotated[Path, typer.Argument(metavar="DIR", help="The release's folder (or an InF-IR file).")],
+    name: Annotated[str | None, typer.Option(help="Name of the release; default: the folder's name.")] = None,
+    as_json: JsonFlag = False,
+) -> None:
+    """Read a published release into the warehouse, to be measured like a generated one."""
+    from ifsynth.warehouse.imports import import_release
+
+    with _open(ctx, read_only=False) as warehouse:
+        report = import_release(warehouse, fmt, directory, name)
+    if as_json:
+        _json(report)
+        return
+    counts = report["counts"]
+    out.print(
+        f"release [bold]{report['release']}[/bold] ({report['recipe']}): {counts['queries']} queries, "
+        f"{counts['instances']} instances, {counts['corpus']} passages, {counts['qrels']} judgements"
+    )
+    for missing in report["missing"]:
+        err.print(f"missing: {missing} (not imported)", markup=False, highlight=False)
+
+
+@app.command()
+def stats(
+    ctx: typer.Context,
+    release: Annotated[str, typer.Argument(help="A release name, or a run id or name.")],
+    as_json: JsonFlag = False,
+) -> None:
+    """Sizes, word lengths, instruction diversity and, for generated releases, yields and cost per kept row."""
+    from ifsynth.warehouse.stats import find_release
+    from ifsynth.warehouse.stats import stats as release_stats
+
+    with _open(ctx) as warehouse:
+        report = release_stats(warehouse, find_release(warehouse, release))
+    if as_json:
+        _json(report)
+        return
+    table = Table("figure", Column(report["release"], justify="right"))
+    for label, value in _stat_rows(report):
+        table.add_row(label, value)
+    out.print(table)
+    for missing in report.get("missing", []):
+        out.print(f"missing from this release: {missing}")
+
+
+@app.command()
+def diff(
+    ctx: typer.Context,
+    release_a: Annotated[str, typer.Argument(help="A release (or run).")],
+    release_b: Annotated[str, typer.Argument(help="Another release (or run).")],
+    as_json: JsonFlag = False,
+) -> None:
+    """Two releases' figures side by side, with the core queries and passages they share."""
+    from ifsynth.warehouse.stats import diff as release_diff
+    from ifsynth.warehouse.stats import find_release
+
+    with _open(ctx) as warehouse:
+        report = release_diff(warehouse, find_release(warehouse, release_a), find_release(warehouse, release_b))
+    if as_json:
+        _json(report)
+        return
+    right = dict(_stat_rows(report["b"]))
+    names = (report["a"]["release"], report["b"]["release"])
+    table = Table("figure", *(Column(name, justify="right") for name in names))
+    for label, value in _stat_rows(report["a"]):
+        table.add_row(label, value, right.get(label, ""))
+    out.print(table)
+    for what, o in report["overlap"].items():
+        out.print(f"shared {what.replace('_', ' ')}: {o['both']} ({o['a']} vs {o['b']})")
+
+
+def _fmt(value: Any, digits: int = 3) -> str:
+    if value is None:
+        return "-"
+    return f"{value:.{digits}f}" if isinstance(value, float) else str(value)
+
+
+def _stat_rows(report: dict[str, Any]) -> list[tuple[str, str]]:
+    rows = [
+        (key.replace("_", " "), _fmt(report[key], 2))
+        for key in ("queries", "instances", "instructions_per_query", "corpus", "positives_per_instance")
+    ]
+    for what, words in report["words"].items():
+        rows.append((f"{what} words (mean / median)", f"{_fmt(words['mean'], 2)} / {_fmt(words['median'], 1)}"))
+    rows += [(key.replace("_", " "), _fmt(report[key])) for key in ("rouge_l_within_group", "distinct_1", "distinct_2")]
+    generation = report.get("generation")
+    if generation:
+        rows += [(f"yield {stage}", _fmt(value)) for stage, value in generation["yield"].items()]
+        rows.append(("tokens per kept row", _fmt(generation["tokens_per_kept"], 0)))
+        rows.append(("cost per kept row (USD)", _fmt(generation["cost_per_kept_usd"], 5)))
+    return rows
+
+
+@app.command()
+def evaluate(
+    ctx: typer.Context,
+    release: Annotated[str, typer.Argument(help="A release name, or a run id or name.")],
+    retriever: Annotated[str | None, typer.Option(help="bm25: retrieve with the built-in BM25 (bm25s).")] = None,
+    run_file: Annotated[
+        Path | None, typer.Option("--run", help="Score this TREC run (qid Q0 docid rank score tag) instead.")
+    ] = None,
+    out_file: Annotated[
+        Path | None, typer.Option("--out", help="Where BM25 writes its run; default runs/<release>.bm25.trec.")
+    ] = None,
+    depth: Annotated[int, typer.Option(help="Documents BM25 retrieves per query.")] = 1000,
+    reference: Annotated[
+        list[str] | None,
+        typer.Option(
+            help="Compute a reference implementation's variant instead of the paper's: infosearch-wheel, "
+            "infosearch-source (WISE, SICR) or ifir (nDCG, INSTFOL). Repeatable."
+        ),
+    ] = None,
+    instfol: Annotated[
+        bool,
+        typer.Option("--instfol", help="Also INSTFOL@20: an LLM judge grades the top 20, instructed vs bare."),
+    ] = False,
+    query_run: Annotated[
+        Path | None, typer.Option(help="With --run and --instfol: your model's run over the bare queries.")
+    ] = None,
+    base_url: Annotated[str | None, typer.Option(help="INSTFOL judge: an OpenAI-compatible endpoint.")] = None,
+    judge_model: Annotated[str | None, typer.Option(help="INSTFOL judge: the model (default gpt-4o-mini).")] = None,
+    structured_output: Annotated[
+        str, typer.Option(help="INSTFOL judge: json_schema, json_object or none.")
+    ] = "json_schema",
+    as_json: JsonFlag = False,
+) -> None:
+    """Retrieve with BM25 (writing a TREC run) or score your own run, with the metrics of the release's recipe."""
+    from ifsynth.flows.evaluation import scoring as evaluation
+    from ifsynth.flows.evaluation.metrics import REFERENCES
+    from ifsynth.flows.evaluation.retrieval import read_run, write_run
+    from ifsynth.warehouse.stats import find_release
+
+    if (retriever is None) == (run_file is None):
+        raise typer.BadParameter("give exactly one of --retriever bm25 and --run FILE")
+    if retriever not in (None, "bm25"):
+        raise typer.BadParameter("--retriever must be bm25 (or score any model's output with --run FILE)")
+    for name in reference or []:
+        if name not in REFERENCES or name == "paper":
+            raise typer.BadParameter(f"--reference must be one of {', '.join(REFERENCES[1:])}")
+    if instfol and run_file is not None and query_run is None:
+        raise typer.BadParameter("--instfol with --run also needs --query-run FILE (your run over the bare queries)")
+    with _open(ctx, read_only=not instfol) as warehouse:
+        name = find_release(warehouse, release)
+        view = evaluation.load(warehouse, name)
+        if run_file is not None:
+            run = read_run(run_file)
+            source = str(run_file)
+        else:
+            run = evaluation.bm25_run(warehouse, view, depth)
+            written = write_run(out_file or Path("runs") / f"{name}.bm25.trec", run, tag="ifsynth-bm25")
+            source = str(written)
+            err.print(f"BM25 run written to {written}", markup=False, highlight=False)
+        report = {**evaluation.score(view, run, reference or []), "run": source}
+        if instfol:
+            judged = _instfol(
+                warehouse, view, run, query_run, depth, base_url, judge_model, structured_output, reference or []
+            )
+            report.update(judged)
+    if as_json:
+        _json(report)
+        return
+    table = Table("metric", Column(name, justify="right"))
+    for label, value in evaluation.headline(report):
+        table.add_row(label, _fmt(value, 4))
+    out.print(table)
+    if report["queries_without_results"]:
+        out.print(f"{report['queries_without_results']} queries have no result in the run (scored as 0)")
+    if report["unknown_queries_in_run"]:
+        out.print(
+            f"{report['unknown_queries_in_run']} query ids of the run are not in the release "
+            "(a release of several modes names them <query id>-<mode>)"
+        )
+
+
+def _instfol(
+    warehouse: Warehouse,
+    view: Any,
+    run: Any,
+    query_run: Path | None,
+    depth: int,
+    base_url: str | None,
+    judge_model: str | None,
+    structured_output: str,
+    references: list[str],
+) -> dict[str, Any]:
+    from ifsynth.flows.evaluation import scoring as evaluation
+    from ifsynth.flows.evaluation.instfol import Judge, instfol
+    from ifsynth.flows.evaluation.retrieval import read_run
+    from ifsynth.flows.run.config import OPENAI_BASE_URL, OPENAI_DEFAULT_MODEL
+
+    if base_url is None and not os.environ.get("OPENAI_API_KEY"):
+        raise typer.BadParameter("--instfol needs a judge: --base-url (and --judge-model), or OPENAI_API_KEY")
+    judge = Judge(base_url or OPENAI_BASE_URL, judge_model or OPENAI_DEFAULT_MODEL, structured_output)
+    bare = read_run(query_run) if query_run else evaluation.bm25_run(warehouse, view, depth, instructions=False)
+    reference = "ifir" if "ifir" in references else "paper"
+    return instfol(warehouse, view, run, bare, judge, reference=reference)
+
+
+def main() -> None:
+    try:
+        app()
+    except IfsynthError as exc:
+        clean_stop = isinstance(exc, BudgetExhausted)  # not a failure: it says so and how to continue
+        err.print(f"{'' if clean_stop else 'error: '}{exc}", markup=False, highlight=False, soft_wrap=True)
+        sys.exit(exc.exit_code)
+    except KeyboardInterrupt:
+        err.print("interrupted; run the same command again to continue from where it stopped")
+        sys.exit(130)
+    except Exception as exc:
+        if os.environ.get("IFSYNTH_DEBUG"):
+            raise
+        message = " ".join(str(exc).split())[:300]
+        err.print(
+            f"error: unexpected {type(exc).__name__}: {message} (IFSYNTH_DEBUG=1 shows the traceback)",
+            markup=False,
+            highlight=False,
+            soft_wrap=True,
+        )
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,1 @@
+"""Scoring a release: retrieval runs, the papers' metrics, INSTFOL."""

@@ -1,0 +1,77 @@
+"""Retrieval runs: BM25 via bm25s, and TREC run files in and out (``qid Q0 docid rank score tag``).
+
+A run is ``{qid: {doc_id: score}}``. Scores are rounded to the six decimals a run file keeps, so a run scored
+in memory and the same run read back from its file rank every document identically.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from ifsynth.flows.evaluation.metrics import ranking
+from ifsynth.flows.exceptions import ConfigError
+
+Run = dict[str, dict[str, float]]
+DECIMALS = 6
+
+
+def bm25(docs: Sequence[tuple[str, str]], queries: Mapping[str, str], depth: int = 1000) -> Run:
+    """Top ``depth`` documents per query by BM25 (Lucene variant, k1 1.5, b 0.75), English stop words and
+    Snowball stemming; documents with a zero score are not retrieved."""
+    import bm25s
+    import Stemmer
+
+    stemmer = Stemmer.Stemmer("english")
+    ids = [doc_id for doc_id, _ in docs]
+    retriever = bm25s.BM25()
+    retriever.index(
+        bm25s.tokenize([text for _, text in docs], stopwords="en", stemmer=stemmer, show_progress=False),
+        show_progress=False,
+    )
+    qids = list(queries)
+    tokens = bm25s.tokenize(
+        [queries[q] for q in qids], stopwords="en", stemmer=stemmer, return_ids=False, show_progress=False
+    )
+    k = min(depth, len(ids))
+    run: Run = {}
+    for start in range(0, len(qids), 1000):
+        found, scores = retriever.retrieve(tokens[start : start + 1000], k=k, show_progress=False)
+        for qid, row, row_scores in zip(qids[start : start + 1000], found, scores, strict=True):
+            run[qid] = {ids[i]: round(float(s), DECIMALS) for i, s in zip(row, row_scores, strict=True) if s > 0}
+    return run
+
+
+def write_run(path: str | Path, run: Run, tag: str) -> Path:
+    """A TREC run file, queries in their given order, documents best first with ranks from 1."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("w", encoding="utf-8") as handle:
+        for qid, scores in run.items():
+            for rank, doc in enumerate(ranking(scores), start=1):
+                handle.write(f"{qid} Q0 {doc} {rank} {scores[doc]:.{DECIMALS}f} {tag}\n")
+    return path
+
+
+def read_run(path: str | Path) -> Run:
+    """Read a TREC run; the score column decides the order (trec_eval's rule), the rank column is not used."""
+    path = Path(path)
+    if not path.is_file():
+        raise ConfigError(f"no run file `{path}`; give a TREC run (qid Q0 docid rank score tag)")
+    run: Run = {}
+    with path.open(encoding="utf-8") as handle:
+        for number, line in enumerate(handle, start=1):
+            fields = line.split()
+            if not fields:
+                continue
+            if len(fields) != 6:
+                raise ConfigError(
+                    f"`{path.name}` line {number} has {len(fields)} fields; "
+                    "a TREC run line is qid Q0 docid rank score tag"
+                )
+            try:
+                score = float(fields[4])
+            except ValueError:
+                raise ConfigError(f"`{path.name}` line {number}: score `{fields[4]}` is not a number") from None
+            run.setdefault(fields[0], {})[fields[2]] = score
+    return run

@@ -1,0 +1,237 @@
+"""Score a release: retrieve (BM25 built in, or a user's TREC run) and compute the metrics its recipe reports
+over the modes it has. Generated and imported releases go through the same code.
+
+The retriever sees ``instruction + " " + query`` in every mode, so a mode whose instruction is empty (an
+original mode) is the bare query. A multi-mode release names its run-file queries ``<query id>-<mode>``;
+a single-mode release uses the query ids as they are.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from ifsynth.flows.evaluation import metrics
+from ifsynth.flows.evaluation.metrics import Reference, Triple
+from ifsynth.flows.evaluation.retrieval import Run
+from ifsynth.flows.exceptions import ConfigError
+from ifsynth.warehouse.stats import instructed_mode, release_meta
+from ifsynth.warehouse.store import Warehouse
+
+ORIGINAL, INSTRUCTED, REVERSED = "og", "changed", "reversed"
+CROSS_MODE = ("robustness@", "p-mrr", "wise", "sicr", "instfol@")
+
+
+@dataclass(frozen=True)
+class RecipeMetrics:
+    """What a recipe's paper reports, per mode and across modes."""
+
+    ndcg: tuple[int, ...] = (10,)
+    mrr: tuple[int, ...] = (10,)
+    map: bool = True
+    robustness: int | None = 10
+
+
+RECIPE_METRICS: dict[str, RecipeMetrics] = {
+    "instructir": RecipeMetrics(ndcg=(10,), mrr=(10,), robustness=10),
+    "infosearch": RecipeMetrics(ndcg=(10,), mrr=(1,), map=False, robustness=10),
+    "followir": RecipeMetrics(ndcg=(5,), mrr=(), robustness=None),
+    "ifir": RecipeMetrics(ndcg=(20,), mrr=(20,), robustness=None),
+    "infir": RecipeMetrics(ndcg=(10,), mrr=(10,), robustness=None),
+}
+DEFAULT_METRICS = RecipeMetrics()
+
+
+@dataclass
+class ReleaseView:
+    """A release held for scoring: queries and qrels per mode, the corpus on demand."""
+
+    name: str
+    recipe: str
+    missing: list[str]
+    queries: dict[str, dict[str, dict[str, Any]]] = field(default_factory=dict)  # mode -> qid -> row
+    qrels: dict[str, dict[str, dict[str, int]]] = field(default_factory=dict)  # mode -> qid -> doc -> score
+
+    @property
+    def modes(self) -> list[str]:
+        return sorted(self.queries)
+
+    def run_qid(self, mode: str, query_id: str) -> str:
+        return query_id if len(self.queries) == 1 else f"{query_id}-{mode}"
+
+    def texts(self, instructions: bool = True) -> dict[str, str]:
+        """What the retriever is given, per run-file query id; the bare queries for a query-only run."""
+        return {
+            self.run_qid(mode, qid): f"{row['instruction'] if instructions else ''} {row['query']}".strip()
+            for mode, rows in self.queries.items()
+            for qid, row in rows.items()
+        }
+
+    def dimensions(self) -> dict[str, str | None]:
+        """The InfoSearch dimension of each run-file query id (None outside InfoSearch)."""
+        return {
+            self.run_qid(mode, qid): row["dimension"]
+            for mode, rows in self.queries.items()
+            for qid, row in rows.items()
+        }
+
+
+def load(warehouse: Warehouse, release: str) -> ReleaseView:
+    meta = release_meta(warehouse, release)
+    view = ReleaseView(release, meta["recipe"], list(json.loads(meta["card"]).get("missing", [])))
+    for row in warehouse.sql(
+        "SELECT mode, query_id, group_id, query, instruction, meta->>'dimension' AS dimension "
+        "FROM release_queries WHERE release = ?",
+        [release],
+    ):
+        view.queries.setdefault(row["mode"], {})[row["query_id"]] = row
+    for row in warehouse.sql("SELECT mode, query_id, doc_id, score FROM release_qrels WHERE release = ?", [release]):
+        view.qrels.setdefault(row["mode"], {}).setdefault(row["query_id"], {})[row["doc_id"]] = row["score"]
+    return view
+
+
+def corpus(warehouse: Warehouse, view: ReleaseView, dimension: str | None = None) -> list[tuple[str, str]]:
+    """The passages to index: one dimension's own and those of no dimension, or, without one, all."""
+    rows = warehouse.sql(
+        "SELECT doc_id, title, text FROM release_docs WHERE release = ? "
+        "AND (?::VARCHAR IS NULL OR meta->>'dimension' IS NULL OR meta->>'dimension' = ?) ORDER BY doc_id",
+        [view.name, dimension, dimension],
+    )
+    if not rows:
+        lacking = f" (its import lacked {', '.join(view.missing)})" if view.missing else ""
+        raise ConfigError(
+            f"release `{view.name}` has no corpus{lacking}, so BM25 cannot run; "
+            "score a run made over the full corpus with --run FILE"
+        )
+    return [(r["doc_id"], f"{r['title']} {r['text']}".strip()) for r in rows]
+
+
+def bm25_run(warehouse: Warehouse, view: ReleaseView, depth: int = 1000, instructions: bool = True) -> Run:
+    """BM25 over the release's corpus. An InfoSearch release is searched one dimension at a time, over that
+    dimension's passages, as its public benchmark is."""
+    from ifsynth.flows.evaluation.retrieval import bm25
+
+    texts, dimensions = view.texts(instructions), view.dimensions()
+    run: Run = {}
+    for dimension in sorted(set(dimensions.values()), key=lambda d: d or ""):
+        part = {qid: text for qid, text in texts.items() if dimensions[qid] == dimension}
+        run.update(bm25(corpus(warehouse, view, dimension), part, depth))
+    return run
+
+
+def score(view: ReleaseView, run: Run, references: Sequence[Reference] = ()) -> dict[str, Any]:
+    """Every metric the release's recipe calls for, over the modes it has."""
+    spec = RECIPE_METRICS.get(view.recipe, DEFAULT_METRICS)
+    ndcg_ref: Reference = "ifir" if "ifir" in references else "paper"
+    info_ref: Reference = next((r for r in references if r in metrics.INFOSEARCH_REFERENCES), "paper")
+    known = view.texts()
+    report: dict[str, Any] = {
+        "release": view.name,
+        "recipe": view.recipe,
+        "references": list(references) or ["paper"],
+        "queries_without_results": sum(1 for qid in known if not run.get(qid)),
+        "unknown_queries_in_run": sum(1 for qid in run if qid not in known),
+        "modes": {},
+    }
+    per_mode_ndcg: dict[str, dict[str, float]] = {}
+    for mode in view.modes:
+        rows, qrels = view.queries[mode], view.qrels.get(mode, {})
+        judged = [qid for qid in rows if any(s > 0 for s in qrels.get(qid, {}).values())]
+        ranked = {qid: metrics.ranking(run.get(view.run_qid(mode, qid), {})) for qid in judged}
+        figures: dict[str, Any] = {"queries": len(judged)}
+        for k in spec.ndcg:
+            values = {qid: metrics.ndcg_at_k(ranked[qid], qrels[qid], k, ndcg_ref) for qid in judged}
+            figures[f"ndcg@{k}"] = metrics.mean(values.values())
+            if k == spec.robustness:
+                per_mode_ndcg[mode] = values
+        if spec.robustness and spec.robustness not in spec.ndcg:
+            per_mode_ndcg[mode] = {
+                qid: metrics.ndcg_at_k(ranked[qid], qrels[qid], spec.robustness, ndcg_ref) for qid in judged
+            }
+        if spec.map:
+            figures["map"] = metrics.mean(metrics.average_precision(ranked[q], qrels[q]) for q in judged)
+        for k in spec.mrr:
+            figures[f"mrr@{k}"] = metrics.mean(metrics.reciprocal_rank_at_k(ranked[q], qrels[q], k) for q in judged)
+        report["modes"][mode] = figures
+
+    if spec.robustness and view.modes:
+        mode = instructed_mode(view.modes)
+        groups = {qid: row["group_id"] for qid, row in view.queries[mode].items()}
+        report[f"robustness@{spec.robustness}"] = metrics.robustness_at_k(per_mode_ndcg[mode], groups)
+        report["robustness_mode"] = mode
+    if ORIGINAL not in view.queries or INSTRUCTED not in view.queries:
+        return report
+    og, new, changed = _changed_runs(view, run)
+    triples = _triples(view, run) if REVERSED in view.queries else None
+    report.update(_instruction_following(og, new, changed, triples, info_ref))
+    if triples is not None:
+        report["gold_instances"] = len(triples)
+    dimension = {qid: row["dimension"] for qid, row in view.queries[INSTRUCTED].items()}
+    if any(dimension.values()):
+        report["by_dimension"] = {
+            dim: _instruction_following(
+                og,
+                new,
+                {q: docs for q, docs in changed.items() if dimension[q] == dim},
+                None if triples is None else [t for t in triples if dimension[t.query] == dim],
+                info_ref,
+            )
+            for dim in sorted({d for d in dimension.values() if d})
+        }
+    return report
+
+
+def _instruction_following(
+    og: Run, new: Run, changed: dict[str, list[str]], triples: list[Triple] | None, reference: Reference
+) -> dict[str, float | None]:
+    """p-MRR between the original and the altered instruction; WISE and SICR when there is a reversed mode."""
+    figures = {"p-mrr": metrics.p_mrr(og, new, changed)}
+    if triples is not None:
+        figures["wise"] = metrics.wise(triples, metrics.WISE_K, reference)
+        figures["sicr"] = metrics.sicr(triples, reference)
+    return figures
+
+
+def _mode_run(view: ReleaseView, run: Run, mode: str) -> dict[str, dict[str, float]]:
+    return {qid: run.get(view.run_qid(mode, qid), {}) for qid in view.queries[mode]}
+
+
+def _changed_runs(view: ReleaseView, run: Run) -> tuple[Run, Run, dict[str, list[str]]]:
+    """p-MRR's documents: those whose relevance dropped from the original to the altered instruction."""
+    og, new = view.qrels.get(ORIGINAL, {}), view.qrels.get(INSTRUCTED, {})
+    changed = {
+        qid: sorted(doc for doc, s in og.get(qid, {}).items() if s > 0 and new.get(qid, {}).get(doc, 0) < s)
+        for qid in view.queries[INSTRUCTED]
+        if qid in view.queries[ORIGINAL]
+    }
+    return _mode_run(view, run, ORIGINAL), _mode_run(view, run, INSTRUCTED), changed
+
+
+def _triples(view: ReleaseView, run: Run) -> list[Triple]:
+    """One per gold document of each instructed query, placed in the three runs; N = the query's positives in
+    the original mode."""
+    runs = {mode: _mode_run(view, run, mode) for mode in (ORIGINAL, INSTRUCTED, REVERSED)}
+    out = []
+    for qid in sorted(view.queries[INSTRUCTED]):
+        if qid not in view.queries[ORIGINAL] or qid not in view.queries[REVERSED]:
+            continue
+        golds = sorted(d for d, s in view.qrels.get(INSTRUCTED, {}).get(qid, {}).items() if s > 0)
+        n = sum(1 for s in view.qrels.get(ORIGINAL, {}).get(qid, {}).values() if s > 0)
+        placed = {mode: metrics.positions(runs[mode][qid]) for mode in runs}
+        for doc in golds:
+            ori, ins, rev = (metrics.position(placed[m], doc) for m in (ORIGINAL, INSTRUCTED, REVERSED))
+            out.append(Triple(qid, doc, ori, ins, rev, n))
+    return out
+
+
+def headline(report: dict[str, Any]) -> list[tuple[str, float | None]]:
+    """The figures a table shows: per-mode metrics, then the cross-mode ones."""
+    rows: list[tuple[str, float | None]] = []
+    for mode, figures in report["modes"].items():
+        rows += [(f"{name} ({mode})", value) for name, value in figures.items() if name != "queries"]
+    rows += [(name, value) for name, value in report.items() if name.startswith(CROSS_MODE)]
+    for dim, figures in report.get("by_dimension", {}).items():
+        rows += [(f"{name} ({dim})", value) for name, value in figures.items()]
+    return rows

@@ -1,0 +1,1 @@
+"""The InF-IR recipe: training tuples with poisoned instructions and queries."""

@@ -1,0 +1,78 @@
+"""Tuples (InF-IR): the positive (I+, Q+, P+) joined with its two negatives (I-, Q+, P1-) and (I+, Q-, P2-).
+
+A tuple is an item whose parents are the two negative passages, so `show` leads from it to every text it
+holds; a seed whose poisoning or rewrites did not all come through forms no tuple, and says why."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ifsynth.flows.recipes.infir.poison import NEGATIVE_INSTRUCTION, NEGATIVE_QUERY
+from ifsynth.flows.run.context import RunContext
+from ifsynth.flows.run.stage import Outcome, StageWriter
+from ifsynth.schemas.records import ItemRecord, StageCounts
+from ifsynth.warehouse.keys import item_id
+
+STAGE = "tuples"
+
+
+def make_tuples(ctx: RunContext, order: int, *, source: str = "rewrite") -> StageCounts:
+    groups = ctx.warehouse.sql(
+        "SELECT count(DISTINCT group_id) AS n FROM items WHERE run_id = ? AND stage = ?", [ctx.run_id, source]
+    )[0]["n"]
+    writer = StageWriter(ctx, STAGE, order, total=groups)
+    for page in ctx.warehouse.items(ctx.run_id, source, status=None):
+        members: dict[str, dict[str, ItemRecord]] = {}
+        for item in page:
+            members.setdefault(item.group_id, {})[(item.payload or {})["role"]] = item
+        for group, roles in members.items():
+            writer.add(None, _outcome(ctx, writer, group, roles))
+            ctx.progress.advance(STAGE)
+    return writer.close()
+
+
+def _outcome(ctx: RunContext, writer: StageWriter, group: str, roles: dict[str, ItemRecord]) -> Outcome:
+    first, second = roles.get(NEGATIVE_INSTRUCTION), roles.get(NEGATIVE_QUERY)
+    if first is None or second is None or first.status != "ok" or second.status != "ok":
+        missing = [
+            role
+            for role, item in ((NEGATIVE_INSTRUCTION, first), (NEGATIVE_QUERY, second))
+            if item is None or item.status != "ok"
+        ]
+        reason = f"seed {group} has no usable negative passage for {' and '.join(missing)}"
+        present = [item for item in (first, second) if item is not None and item.status == "ok"]
+        verdicts = [writer.verdict(item.item_id, "reject", judge="rule:incomplete", reason=reason) for item in present]
+        writer.mark([item.item_id for item in present], "rejected")
+        return Outcome("reject", verdicts=verdicts, n_out=0)
+    one, two = first.payload or {}, second.payload or {}
+    payload: dict[str, Any] = {
+        "query_id": one["query_id"],
+        "doc_id": one["doc_id"],
+        "title": one.get("title", ""),
+        "query_positive": one["query_positive"],
+        "instruction_positive": one["instruction_positive"],
+        "document_positive": one["original_passage"],
+        "query_negative": two["query"],
+        "instruction_negative": one["instruction"],
+        "hard_negative_document_1": one["passage"],
+        "hard_negative_document_2": two["passage"],
+        "items": {
+            "instruction_positive": one["instruction_item"],
+            "instruction_negative": first.parent_ids[0],
+            "query_negative": second.parent_ids[0],
+            "hard_negative_document_1": first.item_id,
+            "hard_negative_document_2": second.item_id,
+        },
+    }
+    if "language" in two:  # the language I+ names (the negative query's item keeps I+)
+        payload["language"] = two["language"]
+    record = ItemRecord(
+        run_id=ctx.run_id,
+        item_id=item_id("tuple", [first.item_id, second.item_id]),
+        stage=STAGE,
+        kind="tuple",
+        group_id=group,
+        parent_ids=(first.item_id, second.item_id),
+        payload=payload,
+    )
+    return Outcome("pass", items=[record])

@@ -1,0 +1,1 @@
+"""The InstructIR recipe."""

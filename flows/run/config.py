@@ -1,0 +1,108 @@
+"""From a config file, ``--set KEY=VALUE`` pairs and run flags to one validated RunConfig.
+
+Precedence, lowest first: recipe defaults, the config file, ``--set``, explicit flags. Keys that are not
+about the run itself (model, endpoint, ...) are the recipe's parameters.
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import ValidationError
+
+from ifsynth.flows.exceptions import ConfigError
+from ifsynth.flows.llm.local_model import LOCAL_BASE_URL, LOCAL_MODEL
+from ifsynth.flows.run.registry import recipe
+from ifsynth.schemas.config import Endpoint, RunConfig
+
+OPENAI_BASE_URL = "https://api.openai.com/v1"
+OPENAI_DEFAULT_MODEL = "gpt-4o-mini"
+RUN_KEYS = {"limit", "name", "model", "judge_model", "judge_endpoint", "prompts_dir", "prices", "seeds"}
+RUN_KEYS |= {"max_calls", "max_cost", "batch", "batch_poll_seconds"}
+ENDPOINT_KEYS = set(Endpoint.model_fields)
+
+
+def load_file(path: str | Path) -> dict[str, Any]:
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+        data = tomllib.loads(text) if path.suffix == ".toml" else yaml.safe_load(text)
+    except FileNotFoundError:
+        raise ConfigError(f"config file `{path}` does not exist") from None
+    except (tomllib.TOMLDecodeError, yaml.YAMLError) as exc:
+        raise ConfigError(f"config file `{path}` does not parse: {' '.join(str(exc).split())}") from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"config file `{path}` must hold a mapping of keys to values")
+    return data
+
+
+def apply_sets(data: dict[str, Any], sets: list[str]) -> dict[str, Any]:
+    """``a.b=1`` sets data["a"]["b"] = 1; values are read as YAML, so lists and numbers work."""
+    for assignment in sets:
+        key, sep, raw = assignment.partition("=")
+        if not sep or not key.strip():
+            raise ConfigError(f"--set `{assignment}` must look like KEY=VALUE")
+        try:
+            value = yaml.safe_load(raw) if raw.strip() else ""
+        except yaml.YAMLError:
+            value = raw
+        node = data
+        *path, last = key.strip().split(".")
+        for part in path:
+            node = node.setdefault(part, {})
+            if not isinstance(node, dict):
+                raise ConfigError(f"--set `{assignment}`: `{part}` is not a section")
+        node[last] = value
+    return data
+
+
+def resolve(
+    recipe_name: str,
+    *,
+    seeds: str | None,
+    config_file: str | None = None,
+    sets: list[str] | None = None,
+    **flags: Any,
+) -> RunConfig:
+    data = load_file(config_file) if config_file else {}
+    data = apply_sets(data, sets or [])
+    data.update({key: value for key, value in flags.items() if value is not None})
+    if seeds is not None:
+        data["seeds"] = seeds
+    if "seeds" not in data:
+        raise ConfigError("give --seeds (demo, beir:DIR or irds:ID)")
+
+    endpoint = dict(data.pop("endpoint", {}) or {})
+    endpoint.update({key: data.pop(key) for key in list(data) if key in ENDPOINT_KEYS})
+    run = {key: data.pop(key) for key in list(data) if key in RUN_KEYS}
+    if not endpoint.get("base_url"):
+        if os.environ.get(endpoint.get("api_key_env", "OPENAI_API_KEY")):
+            endpoint["base_url"] = OPENAI_BASE_URL
+            run.setdefault("model", OPENAI_DEFAULT_MODEL)
+        else:
+            if run.get("model") not in (None, LOCAL_MODEL) or run.get("judge_model") not in (None, LOCAL_MODEL):
+                raise ConfigError(
+                    "no --base-url and no OPENAI_API_KEY, so the embedded local model would run; "
+                    "drop --model/--judge-model or give --base-url"
+                )
+            endpoint["base_url"] = LOCAL_BASE_URL
+            run["model"] = LOCAL_MODEL
+    if "model" not in run:
+        raise ConfigError(f"give --model: the name of the model that {endpoint['base_url']} serves")
+
+    chosen = recipe(recipe_name)
+    try:
+        params = chosen.params.model_validate(data)
+        return RunConfig.model_validate(
+            {"recipe": recipe_name, "endpoint": endpoint, "params": params.model_dump(mode="json"), **run}
+        )
+    except ValidationError as exc:
+        error = exc.errors()[0]
+        where = ".".join(str(part) for part in error["loc"])
+        if error["type"] == "extra_forbidden":
+            raise ConfigError(f"unknown setting `{where}` for recipe {recipe_name}") from None
+        raise ConfigError(f"setting `{where}`: {error['msg']}") from None

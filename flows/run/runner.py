@@ -1,0 +1,123 @@
+"""Start a run, or continue an unfinished one with the same fingerprint, and drive its Prefect flow."""
+
+from __future__ import annotations
+
+import os
+import secrets
+from dataclasses import dataclass
+from datetime import datetime
+from importlib.metadata import version
+from pathlib import Path
+
+from ifsynth.flows.exceptions import BudgetExhausted, ConfigError
+from ifsynth.flows.llm.gateway import public_url
+from ifsynth.flows.llm.limits import Budget
+from ifsynth.flows.run.context import NoProgress, Progress, RunContext, activate, deactivate
+from ifsynth.flows.run.registry import recipe
+from ifsynth.flows.seeds import open_source
+from ifsynth.prompts.registry import Prompts
+from ifsynth.schemas.config import RunConfig
+from ifsynth.schemas.records import RunRecord, StageCounts
+from ifsynth.warehouse.keys import canonical, sha256
+from ifsynth.warehouse.store import Warehouse
+
+# Prefect with no server starts a temporary one; these keep it quiet, offline and free of result caching.
+PREFECT_DEFAULTS = {
+    "DO_NOT_TRACK": "1",
+    "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
+    "PREFECT_LOGGING_TO_API_ENABLED": "false",
+    "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS": "90",
+    "PREFECT_TASKS_DEFAULT_NO_CACHE": "true",
+    "PREFECT_RESULTS_PERSIST_BY_DEFAULT": "false",
+    "PREFECT_SERVER_SERVICES_TASK_RUN_RECORDER_ENABLED": "false",
+    "PREFECT_LOGGING_LEVEL": "WARNING",
+}
+
+
+@dataclass(frozen=True)
+class Started:
+    run_id: str
+    resumed: bool
+    stages: list[StageCounts]
+
+
+def fingerprint(config: RunConfig, prompts: Prompts, templates: list[str]) -> str:
+    """What decides a run's output: recipe, seeds, models, endpoints, parameters and templates."""
+    endpoints = {
+        role: (public_url(config.endpoint_for(role).base_url), config.endpoint_for(role).structured_output)
+        for role in ("generator", "judge")
+    }
+    return sha256(
+        canonical(
+            {
+                "recipe": config.recipe,
+                "seeds": config.seeds,
+                "limit": config.limit,
+                "models": [config.model_for("generator"), config.model_for("judge")],
+                "endpoints": endpoints,
+                "params": config.params,
+                "templates": {name: prompts.hash(name) for name in templates},
+            }
+        )
+    )
+
+
+def execute(
+    config: RunConfig, warehouse_path: str | Path, progress: Progress | None = None, *, memory_limit: str | None = None
+) -> Started:
+    chosen = recipe(config.recipe)
+    params = chosen.params.model_validate(config.params)
+    if config.max_cost is not None:
+        for model in {config.model_for("generator"), config.model_for("judge")} - set(config.prices):
+            raise ConfigError(f"--max-cost needs the price of `{model}`: set prices.{model}.input and .output")
+    prompts = Prompts(config.prompts_dir)
+    templates = [f"{config.recipe}/{name}" for name in chosen.templates]
+    for name in templates:
+        prompts.hash(name)  # a missing template fails here, before any call
+    source = open_source(config.seeds)
+    for key, value in PREFECT_DEFAULTS.items():
+        os.environ.setdefault(key, value)
+    flow = chosen.flow()
+
+    with Warehouse(warehouse_path, memory_limit=memory_limit) as warehouse:
+        print_ = fingerprint(config, prompts, templates)
+        run_id = warehouse.resumable_run(print_)
+        resumed = run_id is not None
+        if run_id is None:
+            run_id = f"{config.recipe}-{datetime.now():%Y%m%d-%H%M%S}-{secrets.token_hex(2)}"
+        name = config.name or run_id
+        clash = warehouse.sql("SELECT run_id FROM runs WHERE name = ? AND fingerprint <> ?", [name, print_])
+        if clash:
+            raise ConfigError(f"run name `{name}` is taken by run {clash[0]['run_id']} with another config")
+        started = datetime.now()
+        if resumed:
+            started = warehouse.run(run_id).started_at
+        warehouse.start_run(
+            RunRecord(
+                run_id=run_id,
+                name=name,
+                recipe=config.recipe,
+                fingerprint=print_,
+                config=config.model_dump(mode="json"),
+                code_version=version("ifsynth"),
+                status="running",
+                started_at=started,
+            )
+        )
+        budget = Budget(config.max_calls, config.max_cost)
+        activate(RunContext(run_id, config, params, warehouse, prompts, source, progress or NoProgress(), budget))
+        try:
+            stages = flow(run_id)
+        except BudgetExhausted as exc:
+            warehouse.finish_run(run_id, "stopped", str(exc))
+            raise
+        except KeyboardInterrupt:
+            warehouse.finish_run(run_id, "interrupted", "interrupted by the user")
+            raise
+        except BaseException as exc:
+            warehouse.finish_run(run_id, "failed", f"{type(exc).__name__}: {exc}"[:500])
+            raise
+        finally:
+            deactivate(run_id)
+        warehouse.finish_run(run_id, "completed")
+    return Started(run_id=run_id, resumed=resumed, stages=stages)

@@ -1,0 +1,144 @@
+"""The machinery every stage shares: turn inputs into outcomes, write them, count them.
+
+A stage starts by forgetting what it wrote before for this run, then processes every input again; the LLM
+cache makes that free for inputs already answered, which is what makes a killed run resumable.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import TypeVar
+
+from ifsynth.flows.llm import wire
+from ifsynth.flows.llm.gateway import Ask, Gateway, Reply
+from ifsynth.flows.run.context import RunContext
+from ifsynth.schemas.records import Decision, ItemRecord, ItemStatus, Judge, StageCounts, VerdictRecord
+
+T = TypeVar("T")
+
+_STATUS: dict[Decision, ItemStatus] = {"reject": "rejected", "parse_error": "parse_error", "failed": "failed"}
+
+
+@dataclass
+class Outcome:
+    """What became of one input: its decision, the items it produced and the verdicts about it."""
+
+    decision: Decision
+    items: list[ItemRecord] = field(default_factory=list)
+    verdicts: list[VerdictRecord] = field(default_factory=list)
+    n_out: int | None = None
+
+
+class StageWriter:
+    """Writes a stage's outcomes and keeps the funnel's books: every input is counted exactly once."""
+
+    def __init__(self, ctx: RunContext, stage: str, order: int, total: int) -> None:
+        self.ctx, self.stage, self.order = ctx, stage, order
+        self.counts: dict[str, int] = defaultdict(int)
+        self._status: dict[ItemStatus, list[str]] = defaultdict(list)
+        ctx.warehouse.clear_stage(ctx.run_id, stage)
+        ctx.progress.start(stage, total)
+
+    def verdict(
+        self,
+        item_id: str,
+        decision: Decision,
+        *,
+        judge: Judge,
+        reason: str,
+        score: float | None = None,
+        threshold: float | None = None,
+        call_key: str | None = None,
+    ) -> VerdictRecord:
+        return VerdictRecord(
+            run_id=self.ctx.run_id,
+            item_id=item_id,
+            stage=self.stage,
+            judge=judge,
+            decision=decision,
+            score=score,
+            threshold=threshold,
+            reason=reason,
+            call_key=call_key,
+        )
+
+    def add(self, input_id: str | None, outcome: Outcome) -> None:
+        """Record one input's outcome; a judged input that did not pass takes the matching status."""
+        self.counts["n_in"] += 1
+        self.counts["n_out"] += outcome.n_out if outcome.n_out is not None else len(outcome.items)
+        if outcome.decision != "pass":
+            self.counts[outcome.decision if outcome.decision != "reject" else "rejected"] += 1
+            if input_id is not None:
+                self._status[_STATUS[outcome.decision]].append(input_id)
+        self.ctx.warehouse.add_items(outcome.items)
+        self.ctx.warehouse.add_verdicts(outcome.verdicts)
+
+    def failed(self, input_id: str, reply: Reply) -> Outcome:
+        """The outcome of an input whose call did not give a usable answer, with the reason on record."""
+        decision: Decision = "parse_error" if reply.status == "parse_error" else "failed"
+        verdict = self.verdict(input_id, decision, judge="llm", reason=reply.error or "", call_key=reply.keys[-1])
+        return Outcome(decision, verdicts=[verdict])
+
+    def mark(self, item_ids: Sequence[str], status: ItemStatus) -> None:
+        self._status[status].extend(item_ids)
+
+    def close(self, *, cached: int = 0, sent: int = 0) -> StageCounts:
+        for status, ids in self._status.items():
+            self.ctx.warehouse.set_status(self.ctx.run_id, ids, status)
+        counts = StageCounts(stage=self.stage, cached=cached, sent=sent, **self.counts)
+        self.ctx.warehouse.record_stage(self.ctx.run_id, self.order, counts)
+        self.ctx.progress.finish(self.stage, counts)
+        return counts
+
+
+def llm_stage(
+    ctx: RunContext,
+    stage: str,
+    order: int,
+    *,
+    source: str,
+    build: Callable[[T], Sequence[Ask]],
+    handle: Callable[[StageWriter, T, list[Reply]], Outcome],
+    pages: Iterable[list[T]] | None = None,
+    input_id: Callable[[T], str | None] = lambda item: item.item_id,  # type: ignore[attr-defined]
+) -> StageCounts:
+    """Ask the gateway for every input, page by page, and write what ``handle`` makes of the replies.
+
+    Inputs are the ``ok`` items of the ``source`` stage, unless ``pages`` brings them in another shape.
+    """
+    total = sum(map(len, pages)) if isinstance(pages, list) else ctx.warehouse.count_items(ctx.run_id, source)
+    writer = StageWriter(ctx, stage, order, total)
+    if pages is None:
+        pages = ctx.warehouse.items(ctx.run_id, source)  # type: ignore[assignment]
+    tally = {"cached": 0, "sent": 0}
+
+    async def run() -> None:
+        async with Gateway(ctx.config, ctx.warehouse, ctx.run_id, seed=ctx.params.seed, budget=ctx.budget) as gateway:
+            for page in pages:  # type: ignore[union-attr]
+                asks = [list(build(entry)) for entry in page]  # render all first: template errors stop us here
+                flat = [ask for entry_asks in asks for ask in entry_asks]
+                replies = await gateway.ask_many(stage, flat, on_done=lambda: ctx.progress.advance(stage))
+                start = 0
+                for entry, entry_asks in zip(page, asks, strict=True):
+                    mine = replies[start : start + len(entry_asks)]
+                    start += len(entry_asks)
+                    for reply in mine:
+                        tally["cached"] += reply.cached
+                        tally["sent"] += reply.sent
+                    writer.add(input_id(entry), handle(writer, entry, mine))
+
+    wire.run(run())
+    return writer.close(**tally)
+
+
+def pages_where(
+    ctx: RunContext, source: str, keep: Callable[[ItemRecord], bool], *, status: ItemStatus | None = "ok"
+) -> list[list[ItemRecord]]:
+    """The pages of ``source`` with only the items ``keep`` accepts, for a stage that serves some of them.
+
+    Held as a list, so the stage knows its total up front; such stages serve hundreds of items, not millions.
+    """
+    pages = ([item for item in page if keep(item)] for page in ctx.warehouse.items(ctx.run_id, source, status=status))
+    return [page for page in pages if page]

@@ -1,0 +1,210 @@
+"""Assembly: surviving items become release rows, untouched seed passages become noise, all frozen as a
+release with its card. InstructIR's ids follow its release: ``<qid>_<k>`` and ``<pid>_<k>``, k counted from 1
+within each query after filtering. InF-IR's tuples follow the agreed three-mode layout (``infir_tuple``)."""
+
+from __future__ import annotations
+
+import heapq
+import json
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import pyarrow as pa
+
+from ifsynth.flows.llm.gateway import public_url
+from ifsynth.flows.run.context import RunContext
+from ifsynth.flows.run.stage import Outcome, StageWriter
+from ifsynth.schemas.infir import MODES
+from ifsynth.schemas.records import ItemRecord, StageCounts
+from ifsynth.warehouse.keys import sha256
+
+STAGE = "assemble"
+MODE = "instructed"
+
+
+@dataclass
+class Rows:
+    """What a release is made of; ``used`` are seed passages that must not come back as noise."""
+
+    docs: list[dict[str, Any]] = field(default_factory=list)
+    queries: list[dict[str, Any]] = field(default_factory=list)
+    qrels: list[dict[str, Any]] = field(default_factory=list)
+    used: set[str] = field(default_factory=set)
+
+
+def instructir_instance(rows: Rows, item: ItemRecord, number: int) -> None:
+    """One instance: the instructed query ``<qid>_<k>`` and its rewritten positive ``<pid>_<k>``."""
+    payload = item.payload or {}
+    query_id, doc_id = f"{payload['query_id']}_{number}", f"{payload['doc_id']}_{number}"
+    rows.used.add(payload["doc_id"])
+    provenance = {
+        "item": item.item_id,
+        "origin_query_id": payload["query_id"],
+        "origin_doc_id": payload["doc_id"],
+    }
+    rows.docs.append(
+        {
+            "doc_id": doc_id,
+            "title": payload.get("title", ""),
+            "text": payload["passage"],
+            "meta": json.dumps(provenance, sort_keys=True),
+        }
+    )
+    rows.queries.append(
+        {
+            "mode": MODE,
+            "query_id": query_id,
+            "group_id": payload["query_id"],
+            "query": payload["query"],
+            "instruction": payload["instruction"],
+            "meta": json.dumps(provenance, sort_keys=True),
+        }
+    )
+    rows.qrels.append({"mode": MODE, "query_id": query_id, "doc_id": doc_id, "score": 1})
+
+
+INFIR_DOC_SUFFIX = {"document_positive": "pos", "hard_negative_document_1": "neg1", "hard_negative_document_2": "neg2"}
+
+
+def infir_tuple(rows: Rows, item: ItemRecord, _: int) -> None:
+    """One tuple: three queries sharing the tuple id (one per mode) and its three passages, each relevant in
+    exactly one mode."""
+    payload = item.payload or {}
+    tuple_id = payload["query_id"]
+    rows.used.add(payload["doc_id"])
+    items = payload["items"]
+    doc_ids = {name: f"{tuple_id}_{suffix}" for name, suffix in INFIR_DOC_SUFFIX.items()}
+    for mode, (_, _, passage) in MODES.items():
+        origin = {"origin_doc_id": payload["doc_id"]} if mode == "positive" else {"item": items[passage]}
+        meta = {"role": mode, "tuple": tuple_id, **origin}
+        rows.docs.append(
+            {
+                "doc_id": doc_ids[passage],
+                "title": "",
+                "text": payload[passage],
+                "meta": json.dumps(meta, sort_keys=True),
+            }
+        )
+    for mode, (query, instruction, passage) in MODES.items():
+        meta = {
+            "tuple_item": item.item_id,
+            "origin_query_id": payload["query_id"],
+            "origin_doc_id": payload["doc_id"],
+            "items": items,
+            **({"language": payload["language"]} if "language" in payload else {}),
+        }
+        rows.queries.append(
+            {
+                "mode": mode,
+                "query_id": tuple_id,
+                "group_id": tuple_id,
+                "query": payload[query],
+                "instruction": payload[instruction],
+                "meta": json.dumps(meta, sort_keys=True),
+            }
+        )
+        rows.qrels += [
+            {"mode": mode, "query_id": tuple_id, "doc_id": doc_id, "score": int(name == passage)}
+            for name, doc_id in doc_ids.items()
+        ]
+
+
+def assemble_release(
+    ctx: RunContext,
+    order: int,
+    *,
+    source: str,
+    templates: Sequence[str],
+    max_noise: int,
+    add: Callable[[Rows, ItemRecord, int], None] = instructir_instance,
+) -> StageCounts:
+    """Every ``ok`` item of ``source`` becomes release rows through ``add`` (with its number in its group)."""
+    writer = StageWriter(ctx, STAGE, order, total=ctx.warehouse.count_items(ctx.run_id, source))
+    rows = Rows()
+    accepted: list[str] = []
+    for page in ctx.warehouse.items(ctx.run_id, source):
+        numbers: dict[str, int] = {}
+        for item in page:
+            number = numbers[item.group_id] = numbers.get(item.group_id, 0) + 1
+            add(rows, item, number)
+            accepted.append(item.item_id)
+            writer.add(item.item_id, Outcome("pass", n_out=1))
+            ctx.progress.advance(STAGE)
+    writer.mark(accepted, "accepted")
+
+    noise = heapq.nsmallest(
+        max_noise,
+        (p for p in ctx.source.passages() if p.doc_id not in rows.used),
+        key=lambda p: sha256(f"{ctx.params.seed}:{p.doc_id}"),
+    )
+    for passage in sorted(noise, key=lambda p: p.doc_id):
+        rows.docs.append(
+            {
+                "doc_id": passage.doc_id,
+                "title": passage.title,
+                "text": passage.text,
+                "meta": json.dumps({"noise": True}),
+            }
+        )
+    counts = writer.close()
+
+    card = _card(
+        ctx,
+        templates,
+        counts,
+        instances=len(rows.queries),
+        queries=len({q["group_id"] for q in rows.queries}),
+        corpus=len(rows.docs),
+        noise=len(noise),
+    )
+    ctx.warehouse.write_release(
+        name=ctx.warehouse.run(ctx.run_id).name,
+        run_id=ctx.run_id,
+        recipe=ctx.recipe,
+        source=ctx.config.seeds,
+        card=card,
+        docs=pa.Table.from_pylist(rows.docs, schema=_schema("doc_id", "title", "text", "meta")),
+        queries=pa.Table.from_pylist(
+            rows.queries, schema=_schema("mode", "query_id", "group_id", "query", "instruction", "meta")
+        ),
+        qrels=pa.Table.from_pylist(
+            rows.qrels,
+            schema=pa.schema(
+                [("mode", pa.string()), ("query_id", pa.string()), ("doc_id", pa.string()), ("score", pa.int32())]
+            ),
+        ),
+    )
+    return counts
+
+
+def _schema(*names: str) -> pa.Schema:
+    return pa.schema([(name, pa.string()) for name in names])
+
+
+def _card(ctx: RunContext, templates: Sequence[str], assemble: StageCounts, **counts: int) -> dict[str, Any]:
+    """What a reader of the release needs to know; nothing that differs between identical runs."""
+    config = ctx.config
+    stages = ctx.warehouse.sql(
+        "SELECT stage, n_in, n_out, rejected, parse_error, failed FROM stage_counts WHERE run_id = ? ORDER BY ord",
+        [ctx.run_id],
+    )
+    stages = [row for row in stages if row["stage"] != STAGE]
+    stages.append(assemble.model_dump(include={"stage", "n_in", "n_out", "rejected", "parse_error", "failed"}))
+    return {
+        "recipe": ctx.recipe,
+        "seeds": config.seeds,
+        "limit": config.limit,
+        "models": {"generator": config.model_for("generator"), "judge": config.model_for("judge")},
+        "endpoints": {
+            role: {
+                "base_url": public_url(config.endpoint_for(role).base_url),
+                "structured_output": config.endpoint_for(role).structured_output,
+            }
+            for role in ("generator", "judge")
+        },
+        "templates": {name: ctx.prompts.hash(name) for name in templates},
+        "params": ctx.params.model_dump(mode="json"),
+        "counts": counts,
+        "stages": stages,
+    }
