@@ -53,7 +53,7 @@ class ItemRecord(Record):
     kind: str
     group_id: str
     parent_ids: tuple[str, ...] = ()
-    payload: dict[str, Any] | None = None
+    payload: dict[str, Any] = Field(default_factory=dict)
     status: ItemStatus = "ok"
     call_keys: tuple[str, ...] = ()
     ord: int = 0

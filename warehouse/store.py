@@ -479,7 +479,7 @@ class Warehouse:
     @staticmethod
     def item_record(row: dict[str, Any]) -> ItemRecord:
         row = dict(row)
-        row["payload"] = json.loads(row["payload"]) if row["payload"] is not None else None
+        row["payload"] = json.loads(row["payload"]) if row["payload"] is not None else {}
         return ItemRecord.model_validate(row)
 
     # -- releases ----------------------------------------------------------------------------------

@@ -1,6 +1,7 @@
-"""The recipes ifsynth knows: their parameters, their templates, and where their flow lives.
+"""The recipes ifsynth knows: their parameters, their templates, their stages and where their flow lives.
 
-Flows are named by import path so that choosing a recipe or checking its config never imports Prefect.
+Stages and flows are named by import path so that choosing a recipe or checking its config imports neither
+Prefect nor the gateway.
 """
 
 from __future__ import annotations
@@ -8,9 +9,12 @@ from __future__ import annotations
 import importlib
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ifsynth.flows.exceptions import ConfigError
+
+if TYPE_CHECKING:
+    from ifsynth.flows.run.stage import Stage
 from ifsynth.schemas.config import InfIRParams, InfoSearchParams, InstructIRParams, RecipeParams
 
 
@@ -19,11 +23,18 @@ class Recipe:
     name: str
     params: type[RecipeParams]
     templates: tuple[str, ...]
-    flow_path: str
 
-    def flow(self) -> Callable[[str], Any]:
-        module, _, attribute = self.flow_path.partition(":")
-        return getattr(importlib.import_module(module), attribute)
+    @property
+    def package(self) -> str:
+        return f"ifsynth.flows.recipes.{self.name}"
+
+    def flow(self) -> Callable[..., Any]:
+        """The recipe's Prefect flow, ``<name>_flow`` in its package's ``flow`` module."""
+        return getattr(importlib.import_module(f"{self.package}.flow"), f"{self.name}_flow")
+
+    def stages(self, params: RecipeParams) -> list[Stage]:
+        """The recipe's stages in run order, configured by ``params``; a stage's ordinal is its place here."""
+        return importlib.import_module(f"{self.package}.recipe").stages(params)
 
 
 RECIPES: dict[str, Recipe] = {
@@ -33,7 +44,6 @@ RECIPES: dict[str, Recipe] = {
             name="instructir",
             params=InstructIRParams,
             templates=("instructions", "rewrite", "judge_relevance", "judge_specificity"),
-            flow_path="ifsynth.flows.recipes.instructir.flow:instructir_flow",
         ),
         Recipe(
             name="infosearch",
@@ -48,13 +58,11 @@ RECIPES: dict[str, Recipe] = {
                 "reversal",
                 "judge_reversal",
             ),
-            flow_path="ifsynth.flows.recipes.infosearch.flow:infosearch_flow",
         ),
         Recipe(
             name="infir",
             params=InfIRParams,
             templates=("instructions", "poison", "rewrite", "validate"),
-            flow_path="ifsynth.flows.recipes.infir.flow:infir_flow",
         ),
     )
 }

@@ -2,19 +2,26 @@
 
 A stage starts by forgetting what it wrote before for this run, then processes every input again; the LLM
 cache makes that free for inputs already answered, which is what makes a killed run resumable.
+
+A stage is an object: ``Stage.run`` does its work; an ``LLMStage`` splits that work into ``build`` (one input
+-> the asks it needs) and ``handle`` (the replies -> an ``Outcome``), each testable without Prefect or the
+network, as distilabel's tasks separate formatting the input from parsing the output. A recipe is an ordered
+list of stages; a stage's ordinal is its place in that list.
 """
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TypeVar
+from typing import Any, Generic, TypeVar
 
 from ifsynth.flows.llm import wire
 from ifsynth.flows.llm.gateway import Ask, Gateway, Reply
 from ifsynth.flows.run.context import RunContext
 from ifsynth.schemas.records import Decision, ItemRecord, ItemStatus, Judge, StageCounts, VerdictRecord
+from ifsynth.warehouse.keys import item_id
 
 T = TypeVar("T")
 
@@ -62,6 +69,33 @@ class StageWriter:
             threshold=threshold,
             reason=reason,
             call_key=call_key,
+        )
+
+    def child(
+        self,
+        parent: ItemRecord,
+        kind: str,
+        payload: Mapping[str, Any],
+        *id_parts: object,
+        reply: Reply | None = None,
+        ord: int | None = None,
+        parents: Sequence[ItemRecord] = (),
+        status: ItemStatus = "ok",
+    ) -> ItemRecord:
+        """An item this stage made from ``parent`` (and any further ``parents``): same group, lineage on
+        record, its id derived from kind, lineage and ``id_parts``, the calls behind it from ``reply``."""
+        parent_ids = (parent.item_id, *(other.item_id for other in parents))
+        return ItemRecord(
+            run_id=self.ctx.run_id,
+            item_id=item_id(kind, list(parent_ids), *id_parts),
+            stage=self.stage,
+            kind=kind,
+            group_id=parent.group_id,
+            parent_ids=parent_ids,
+            payload=dict(payload),
+            status=status,
+            call_keys=tuple(reply.keys) if reply is not None else (),
+            ord=parent.ord if ord is None else ord,
         )
 
     def add(self, input_id: str | None, outcome: Outcome) -> None:
@@ -131,6 +165,71 @@ def llm_stage(
 
     wire.run(run())
     return writer.close(**tally)
+
+
+class Stage(ABC):
+    """One step of a recipe, run once per run (again when a run is continued)."""
+
+    name: str
+
+    @abstractmethod
+    def run(self, ctx: RunContext, order: int) -> StageCounts:
+        """Process every input, write the outcomes, return the stage's counts."""
+
+
+@dataclass(frozen=True)
+class Call(Stage):
+    """A stage whose work is one plain function, ``function(ctx, order, **options)``: selection, rules,
+    grouping and assembly, which ask no LLM."""
+
+    name: str
+    function: Callable[..., StageCounts]
+    options: Mapping[str, Any] = field(default_factory=dict)
+
+    def run(self, ctx: RunContext, order: int) -> StageCounts:
+        return self.function(ctx, order, **self.options)
+
+
+@dataclass(frozen=True, kw_only=True)
+class LLMStage(Stage, Generic[T]):
+    """A stage that asks the LLM: ``build`` turns an input into asks, ``handle`` turns their replies into an
+    outcome. Inputs are the ``ok`` items of ``source`` unless ``inputs`` brings them in another shape."""
+
+    name: str
+    source: str
+    keep: Callable[[ItemRecord], bool] | None = None  # serve only the source items it accepts
+
+    @abstractmethod
+    def build(self, ctx: RunContext, entry: T) -> list[Ask]:
+        """The asks one input needs, rendered now: a template error stops the stage before any call."""
+
+    @abstractmethod
+    def handle(self, writer: StageWriter, entry: T, replies: list[Reply]) -> Outcome:
+        """What the replies to one input's asks (in the order asked) make of it."""
+
+    def inputs(self, ctx: RunContext) -> Iterable[list[T]] | None:
+        """Pages of inputs; ``None`` means every ``ok`` item of ``source``."""
+        if self.keep is None:
+            return None
+        return pages_where(ctx, self.source, self.keep)  # type: ignore[return-value]
+
+    def input_id(self, entry: T) -> str | None:
+        return entry.item_id  # type: ignore[attr-defined]
+
+    def template(self, ctx: RunContext) -> str:
+        return ctx.template(self.name)
+
+    def run(self, ctx: RunContext, order: int) -> StageCounts:
+        return llm_stage(
+            ctx,
+            self.name,
+            order,
+            source=self.source,
+            build=lambda entry: self.build(ctx, entry),
+            handle=self.handle,
+            pages=self.inputs(ctx),
+            input_id=self.input_id,
+        )
 
 
 def pages_where(

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import heapq
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -14,6 +14,7 @@ import pyarrow as pa
 
 from ifsynth.flows.llm.gateway import public_url
 from ifsynth.flows.run.context import RunContext
+from ifsynth.flows.run.registry import recipe
 from ifsynth.flows.run.stage import Outcome, StageWriter
 from ifsynth.schemas.infir import MODES
 from ifsynth.schemas.records import ItemRecord, StageCounts
@@ -35,7 +36,7 @@ class Rows:
 
 def instructir_instance(rows: Rows, item: ItemRecord, number: int) -> None:
     """One instance: the instructed query ``<qid>_<k>`` and its rewritten positive ``<pid>_<k>``."""
-    payload = item.payload or {}
+    payload = item.payload
     query_id, doc_id = f"{payload['query_id']}_{number}", f"{payload['doc_id']}_{number}"
     rows.used.add(payload["doc_id"])
     provenance = {
@@ -70,7 +71,7 @@ INFIR_DOC_SUFFIX = {"document_positive": "pos", "hard_negative_document_1": "neg
 def infir_tuple(rows: Rows, item: ItemRecord, _: int) -> None:
     """One tuple: three queries sharing the tuple id (one per mode) and its three passages, each relevant in
     exactly one mode."""
-    payload = item.payload or {}
+    payload = item.payload
     tuple_id = payload["query_id"]
     rows.used.add(payload["doc_id"])
     items = payload["items"]
@@ -115,7 +116,6 @@ def assemble_release(
     order: int,
     *,
     source: str,
-    templates: Sequence[str],
     max_noise: int,
     add: Callable[[Rows, ItemRecord, int], None] = instructir_instance,
 ) -> StageCounts:
@@ -151,7 +151,6 @@ def assemble_release(
 
     card = _card(
         ctx,
-        templates,
         counts,
         instances=len(rows.queries),
         queries=len({q["group_id"] for q in rows.queries}),
@@ -182,7 +181,7 @@ def _schema(*names: str) -> pa.Schema:
     return pa.schema([(name, pa.string()) for name in names])
 
 
-def _card(ctx: RunContext, templates: Sequence[str], assemble: StageCounts, **counts: int) -> dict[str, Any]:
+def _card(ctx: RunContext, assemble: StageCounts, **counts: int) -> dict[str, Any]:
     """What a reader of the release needs to know; nothing that differs between identical runs."""
     config = ctx.config
     stages = ctx.warehouse.sql(
@@ -203,7 +202,7 @@ def _card(ctx: RunContext, templates: Sequence[str], assemble: StageCounts, **co
             }
             for role in ("generator", "judge")
         },
-        "templates": {name: ctx.prompts.hash(name) for name in templates},
+        "templates": {name: ctx.prompts.hash(name) for name in map(ctx.template, recipe(ctx.recipe).templates)},
         "params": ctx.params.model_dump(mode="json"),
         "counts": counts,
         "stages": stages,

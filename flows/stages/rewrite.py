@@ -1,55 +1,50 @@
 """Document rewrite: revise a passage for one target, after a short plan.
 
 InstructIR rewrites the positive for one instruction; InfoSearch rewrites a seed passage into each condition
-its seed lacks (a layman's version, a blog post, one sentence, Chinese, ...). A ``targets`` function gives
-the template variables of each rewrite an input asks for; they are also kept in the rewrite's payload.
+its seed lacks (a layman's version, a blog post, one sentence, Chinese, ...); InF-IR writes a negative passage
+for a poisoned instruction or query. A ``targets`` function gives the template variables of each rewrite an
+input asks for; they are also kept in the rewrite's payload.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from ifsynth.flows.llm.gateway import Ask, Reply
 from ifsynth.flows.run.context import RunContext
-from ifsynth.flows.run.stage import Outcome, StageWriter, llm_stage
+from ifsynth.flows.run.stage import LLMStage, Outcome, StageWriter
 from ifsynth.schemas.answers import Rewrite
-from ifsynth.schemas.records import ItemRecord, StageCounts
-from ifsynth.warehouse.keys import item_id
-
-STAGE = "rewrite"
+from ifsynth.schemas.records import ItemRecord
 
 Targets = Callable[[ItemRecord], list[dict[str, Any]]]
 
 
-def _instruction_target(instruction: ItemRecord) -> list[dict[str, Any]]:
-    payload = instruction.payload or {}
+def instruction_target(instruction: ItemRecord) -> list[dict[str, Any]]:
+    """InstructIR's one target: the positive passage revised for the instruction's user."""
+    payload = instruction.payload
     return [{"query": payload["query"], "instruction": payload["instruction"], "passage": payload["passage"]}]
 
 
-def rewrite_passages(
-    ctx: RunContext,
-    order: int,
-    *,
-    max_tokens: int,
-    source: str = "instructions",
-    targets: Targets = _instruction_target,
-    pages: Iterable[list[ItemRecord]] | None = None,
-) -> StageCounts:
-    def build(item: ItemRecord) -> list[Ask]:
+@dataclass(frozen=True, kw_only=True)
+class RewritePassages(LLMStage[ItemRecord]):
+    """One call per target of an input; each answer becomes a ``rewrite`` item holding the revised passage."""
+
+    name: str = "rewrite"
+    source: str = "instructions"
+    max_tokens: int
+    targets: Targets = instruction_target
+
+    def build(self, ctx: RunContext, item: ItemRecord) -> list[Ask]:
+        template = self.template(ctx)
         return [
-            Ask(
-                ctx.prompts.render(ctx.template(STAGE), **target),
-                Rewrite,
-                "generator",
-                ctx.params.temperature,
-                max_tokens,
-            )
-            for target in targets(item)
+            Ask(ctx.prompts.render(template, **target), Rewrite, "generator", ctx.params.temperature, self.max_tokens)
+            for target in self.targets(item)
         ]
 
-    def handle(writer: StageWriter, item: ItemRecord, replies: list[Reply]) -> Outcome:
-        wanted = targets(item)
+    def handle(self, writer: StageWriter, item: ItemRecord, replies: list[Reply]) -> Outcome:
+        wanted = self.targets(item)
         many = len(wanted) > 1
         items, failures = [], []
         for number, (target, reply) in enumerate(zip(wanted, replies, strict=True)):
@@ -57,27 +52,15 @@ def rewrite_passages(
                 failures.append(writer.failed(item.item_id, reply))
                 continue
             text = reply.value.revised_passage
-            items.append(
-                ItemRecord(
-                    run_id=ctx.run_id,
-                    item_id=item_id("rewrite", [item.item_id], *([number] if many else []), text),
-                    stage=STAGE,
-                    kind="rewrite",
-                    group_id=item.group_id,
-                    parent_ids=(item.item_id,),
-                    payload={
-                        **(item.payload or {}),
-                        **{key: value for key, value in target.items() if key != "passage"},
-                        "original_passage": (item.payload or {})["passage"],
-                        "passage": text,
-                        "plan": reply.value.plan,
-                    },
-                    call_keys=tuple(reply.keys),
-                    ord=item.ord + number,
-                )
-            )
+            payload = {
+                **item.payload,
+                **{key: value for key, value in target.items() if key != "passage"},
+                "original_passage": item.payload["passage"],
+                "passage": text,
+                "plan": reply.value.plan,
+            }
+            id_parts = [number, text] if many else [text]
+            items.append(writer.child(item, "rewrite", payload, *id_parts, reply=reply, ord=item.ord + number))
         if failures and not items:
             return failures[0]
         return Outcome("pass", items=items, verdicts=[v for failure in failures for v in failure.verdicts])
-
-    return llm_stage(ctx, STAGE, order, source=source, build=build, handle=handle, pages=pages)

@@ -56,7 +56,7 @@ def validate_tuples(
 
     def drawn(tuple_: ItemRecord) -> list[tuple[str, str]]:
         """``distractors`` pool passages other than P+ (by id or text) and the tuple's negatives."""
-        payload = tuple_.payload or {}
+        payload = tuple_.payload
         own = {payload[name] for name in TUPLE_PASSAGES}
         rng = random.Random(sha256(f"{seed}:{tuple_.item_id}"))
         # a few spare draws cover the excluded ones (P+ and texts equal to the tuple's passages)
@@ -66,12 +66,12 @@ def validate_tuples(
 
     def candidates(tuple_: ItemRecord, judgment: str) -> list[tuple[str, str]]:
         """(name, text) pairs: the tuple's three passages by field name, distractors by seed doc id."""
-        payload = tuple_.payload or {}
+        payload = tuple_.payload
         listed = [(name, payload[name]) for name in TUPLE_PASSAGES] + drawn(tuple_)
         return shuffled(listed, f"{seed}:{tuple_.item_id}:{judgment}")
 
     def build(tuple_: ItemRecord) -> list[Ask]:
-        payload = tuple_.payload or {}
+        payload = tuple_.payload
         asks = []
         for judgment, (instruction, query, _) in JUDGMENTS.items():
             listed = candidates(tuple_, judgment)

@@ -36,7 +36,7 @@ def poison(
     extra = dict(variables or {})
 
     def build(positive: ItemRecord) -> list[Ask]:
-        payload = positive.payload or {}
+        payload = positive.payload
         prompt = ctx.prompts.render(
             ctx.template(STAGE),
             query=payload["query"],
@@ -51,7 +51,7 @@ def poison(
         if reply.status != "ok" or not isinstance(reply.value, Poisoning):
             return writer.failed(positive.item_id, reply)
         answer = reply.value
-        base = dict(positive.payload or {})
+        base = dict(positive.payload)
         shared = {
             **base,
             "instruction_positive": base["instruction"],

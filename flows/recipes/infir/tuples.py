@@ -24,7 +24,7 @@ def make_tuples(ctx: RunContext, order: int, *, source: str = "rewrite") -> Stag
     for page in ctx.warehouse.items(ctx.run_id, source, status=None):
         members: dict[str, dict[str, ItemRecord]] = {}
         for item in page:
-            members.setdefault(item.group_id, {})[(item.payload or {})["role"]] = item
+            members.setdefault(item.group_id, {})[item.payload["role"]] = item
         for group, roles in members.items():
             writer.add(None, _outcome(ctx, writer, group, roles))
             ctx.progress.advance(STAGE)
@@ -44,7 +44,7 @@ def _outcome(ctx: RunContext, writer: StageWriter, group: str, roles: dict[str, 
         verdicts = [writer.verdict(item.item_id, "reject", judge="rule:incomplete", reason=reason) for item in present]
         writer.mark([item.item_id for item in present], "rejected")
         return Outcome("reject", verdicts=verdicts, n_out=0)
-    one, two = first.payload or {}, second.payload or {}
+    one, two = first.payload, second.payload
     payload: dict[str, Any] = {
         "query_id": one["query_id"],
         "doc_id": one["doc_id"],

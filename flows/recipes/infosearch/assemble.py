@@ -18,7 +18,6 @@ Query negatives are in the corpus and in no qrels row (non-relevant in every mod
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
 from typing import Any
 
 import pyarrow as pa
@@ -52,9 +51,7 @@ def _grouped(ctx: RunContext, stage: str, kind: str | None = None) -> dict[str, 
     return groups
 
 
-def assemble_infosearch(
-    ctx: RunContext, order: int, *, templates: Sequence[str], reversals: str, negatives: str
-) -> StageCounts:
+def assemble_infosearch(ctx: RunContext, order: int, *, reversals: str, negatives: str) -> StageCounts:
     params = ctx.params
     assert isinstance(params, InfoSearchParams)
     cores = _grouped(ctx, "collect", "query")
@@ -67,11 +64,11 @@ def assemble_infosearch(
     per_dimension: dict[str, dict[str, int]] = {}
     for group_id in sorted(cores):
         (core,) = cores[group_id]
-        payload = core.payload or {}
+        payload = core.payload
         dimension, required = payload["dimension"], len(payload["conditions"])
         by_position: dict[int, ItemRecord] = {}
         for item in finished.get(group_id, []):
-            by_position.setdefault((item.payload or {})["position"], item)
+            by_position.setdefault(item.payload["position"], item)
         negative_items = made.get(group_id, [])
         missing = [n for n in range(1, required + 1) if n not in by_position]
         if missing or not negative_items:
@@ -99,7 +96,6 @@ def assemble_infosearch(
 
     card = _card(
         ctx,
-        templates,
         counts,
         core_queries=sum(t["core"] for t in per_dimension.values()),
         instructed_queries=sum(t["instructed"] for t in per_dimension.values()),
@@ -154,7 +150,7 @@ def _release_rows(
         return json.dumps({"dimension": dimension, **fields}, sort_keys=True, ensure_ascii=False)
 
     for item in positives:
-        p = item.payload or {}
+        p = item.payload
         docs.append(
             {
                 "doc_id": f"{core}_doc{p['position']}",
@@ -170,7 +166,7 @@ def _release_rows(
             }
         )
     for item in negatives:
-        p = item.payload or {}
+        p = item.payload
         docs.append(
             {
                 "doc_id": f"{core}_neg{p['number']}",
@@ -180,7 +176,7 @@ def _release_rows(
             }
         )
     for item in positives:
-        p = item.payload or {}
+        p = item.payload
         query_id, own = f"{core}_{p['position']}", p["position"]
         instructions = {"og": "", "changed": p["instruction"], "reversed": p["reversed_instruction"]}
         for mode in MODES:
@@ -195,6 +191,6 @@ def _release_rows(
                 }
             )
             for other in positives:
-                position = (other.payload or {})["position"]
+                position = other.payload["position"]
                 score = {"og": 1, "changed": int(position == own), "reversed": int(position != own)}[mode]
                 qrels.append({"mode": mode, "query_id": query_id, "doc_id": f"{core}_doc{position}", "score": score})

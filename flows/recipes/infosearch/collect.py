@@ -119,7 +119,7 @@ def _core(
 def _documents(
     ctx: RunContext, core: ItemRecord, pair: SeedPair, spec: Dimension, params: InfoSearchParams
 ) -> list[ItemRecord]:
-    payload = core.payload or {}
+    payload = core.payload
     return [
         ItemRecord(
             run_id=ctx.run_id,

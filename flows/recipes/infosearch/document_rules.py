@@ -137,7 +137,7 @@ def query_overlap(query: str, document: str, minimum: float) -> Check:
 
 def document_checks(document: ItemRecord, params: InfoSearchParams, siblings: Sequence[str]) -> list[Check]:
     """Every rule that applies to this document, by its dimension's definition."""
-    payload = document.payload or {}
+    payload = document.payload
     if document.kind == "negative":
         return [query_overlap(payload["query"], payload["passage"], params.min_negative_overlap)]
     spec = params.dimension_specs[payload["dimension"]]
@@ -165,7 +165,7 @@ def check_documents(ctx: RunContext, order: int, *, sources: Sequence[str]) -> S
     params = ctx.params
     assert isinstance(params, InfoSearchParams)
     cores = {
-        item.group_id: item.payload or {}
+        item.group_id: item.payload
         for page in ctx.warehouse.items(ctx.run_id, "collect")
         for item in page
         if item.kind == "query"
@@ -176,7 +176,7 @@ def check_documents(ctx: RunContext, order: int, *, sources: Sequence[str]) -> S
         for page in ctx.warehouse.items(ctx.run_id, source):
             for document in page:
                 if document.kind == "query" or (
-                    document.kind == "document" and (document.payload or {}).get("condition") is None
+                    document.kind == "document" and document.payload.get("condition") is None
                 ):
                     continue
                 writer.add(document.item_id, _judge(ctx, writer, document, params, cores))
@@ -191,7 +191,7 @@ def _judge(
     params: InfoSearchParams,
     cores: dict[str, dict],
 ) -> Outcome:
-    payload = document.payload or {}
+    payload = document.payload
     core = cores.get(document.group_id, {})
     siblings = [p["text"] for p in core.get("passages", []) if p["doc_id"] != payload.get("doc_id")]
     checks = document_checks(document, params, siblings)

@@ -18,10 +18,10 @@ STAGE = "keywords"
 
 def extract_keywords(ctx: RunContext, order: int, *, source: str, max_tokens: int) -> StageCounts:
     def wanted(item: ItemRecord) -> bool:
-        return item.kind == "document" and (item.payload or {}).get("condition") is None
+        return item.kind == "document" and item.payload.get("condition") is None
 
     def build(document: ItemRecord) -> list[Ask]:
-        payload = document.payload or {}
+        payload = document.payload
         prompt = ctx.prompts.render(ctx.template(STAGE), query=payload["query"], passage=payload["passage"])
         return [Ask(prompt, KeywordCondition, "generator", ctx.params.temperature, max_tokens)]
 
@@ -37,7 +37,7 @@ def extract_keywords(ctx: RunContext, order: int, *, source: str, max_tokens: in
             kind="document",
             group_id=document.group_id,
             parent_ids=(document.item_id,),
-            payload={**(document.payload or {}), "condition": keyword, "keyword_reason": reply.value.explanation},
+            payload={**document.payload, "condition": keyword, "keyword_reason": reply.value.explanation},
             call_keys=tuple(reply.keys),
             ord=document.ord,
         )

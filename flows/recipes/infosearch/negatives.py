@@ -16,7 +16,7 @@ def generate_negatives(ctx: RunContext, order: int, *, source: str, n: int, max_
     schema = query_negatives(n)
 
     def build(core: ItemRecord) -> list[Ask]:
-        payload = core.payload or {}
+        payload = core.payload
         prompt = ctx.prompts.render(
             ctx.template(STAGE), query=payload["query"], passage=payload["passages"][0]["text"], n=n
         )
@@ -26,7 +26,7 @@ def generate_negatives(ctx: RunContext, order: int, *, source: str, n: int, max_
         (reply,) = replies
         if reply.status != "ok" or not isinstance(reply.value, QueryNegatives):
             return writer.failed(core.item_id, reply)
-        payload = core.payload or {}
+        payload = core.payload
         items = [
             ItemRecord(
                 run_id=ctx.run_id,

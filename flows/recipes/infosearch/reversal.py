@@ -19,7 +19,7 @@ STAGE = "reversal"
 
 def reverse_instructions(ctx: RunContext, order: int, *, source: str, max_tokens: int) -> StageCounts:
     def build(instruction: ItemRecord) -> list[Ask]:
-        payload = instruction.payload or {}
+        payload = instruction.payload
         prompt = ctx.prompts.render(
             ctx.template(STAGE),
             query=payload["query"],
@@ -33,7 +33,7 @@ def reverse_instructions(ctx: RunContext, order: int, *, source: str, max_tokens
         (reply,) = replies
         if reply.status != "ok" or not isinstance(reply.value, Reversal):
             return writer.failed(instruction.item_id, reply)
-        payload = instruction.payload or {}
+        payload = instruction.payload
         reversed_instruction = f"{payload['restated_query']} {reply.value.reversed_restriction}"
         item = ItemRecord(
             run_id=ctx.run_id,

@@ -1,0 +1,67 @@
+"""InF-IR's stages in run order: select, instructions, poison, rewrite, tuples, validate (unless
+`validate = false`), assemble.
+
+The flavour (general, code, math) is configuration: it picks the answer schemas and is handed to every
+template, which words its request for that kind of seed."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import partial
+from typing import Any
+
+from ifsynth.flows.recipes.infir.judge_tuples import validate_tuples
+from ifsynth.flows.recipes.infir.poison import poison
+from ifsynth.flows.recipes.infir.tuples import make_tuples
+from ifsynth.flows.run.stage import Call, Stage
+from ifsynth.flows.stages.assemble import assemble_release, infir_tuple
+from ifsynth.flows.stages.instructions import GenerateInstructions
+from ifsynth.flows.stages.rewrite import RewritePassages
+from ifsynth.flows.stages.select import select_seeds
+from ifsynth.schemas.answers import instruction_list
+from ifsynth.schemas.config import InfIRParams, RecipeParams
+from ifsynth.schemas.records import ItemRecord
+
+
+@dataclass(frozen=True)
+class Flavour:
+    """What a flavour changes in the answers: code instructions (and their poisoned twins) name a language."""
+
+    language: bool = False
+
+
+FLAVOURS = {"general": Flavour(), "code": Flavour(language=True), "math": Flavour()}
+
+
+def instruction_variables(flavour: str, seed: ItemRecord) -> dict[str, Any]:
+    return {"query": seed.payload["query"], "passage": seed.payload["passage"], "k": 1, "flavour": flavour}
+
+
+def negative_target(flavour: str, poisoned: ItemRecord) -> list[dict[str, Any]]:
+    """P1- for (I-, Q+) or P2- for (I+, Q-), each written from P+."""
+    return [{key: poisoned.payload[key] for key in ("query", "instruction", "passage")} | {"flavour": flavour}]
+
+
+def stages(params: RecipeParams) -> list[Stage]:
+    assert isinstance(params, InfIRParams)
+    p, language = params, FLAVOURS[params.flavour].language
+    flavour = {"flavour": p.flavour}
+    validate = Call(
+        "validate",
+        validate_tuples,
+        {"distractors": p.distractors, "max_tokens": p.max_tokens_judge, "variables": flavour},
+    )
+    return [
+        Call("select", select_seeds),
+        GenerateInstructions(
+            max_tokens=p.max_tokens_instructions,
+            schema=instruction_list(1, language=language),
+            variables=partial(instruction_variables, p.flavour),
+            cut_at_newline=True,
+        ),
+        Call("poison", poison, {"max_tokens": p.max_tokens_poison, "language": language, "variables": flavour}),
+        RewritePassages(source="poison", max_tokens=p.max_tokens_rewrite, targets=partial(negative_target, p.flavour)),
+        Call("tuples", make_tuples),
+        *([validate] if p.validate_ else []),
+        Call("assemble", assemble_release, {"source": "tuples", "max_noise": 0, "add": infir_tuple}),
+    ]

@@ -1,0 +1,125 @@
+"""InfoSearch's stages in run order: collect, keywords, rewrite, query negatives, rules, the rewrite and
+negative judges, instructions, reversal, the reversal judge, assemble."""
+
+from __future__ import annotations
+
+from functools import partial
+from typing import Any
+
+from ifsynth.flows.recipes.infosearch.assemble import assemble_infosearch
+from ifsynth.flows.recipes.infosearch.collect import collect_seeds
+from ifsynth.flows.recipes.infosearch.document_rules import check_documents
+from ifsynth.flows.recipes.infosearch.keywords import extract_keywords
+from ifsynth.flows.recipes.infosearch.negatives import generate_negatives
+from ifsynth.flows.recipes.infosearch.reversal import reverse_instructions
+from ifsynth.flows.run.stage import Call, Stage
+from ifsynth.flows.stages.instructions import GenerateInstructions
+from ifsynth.flows.stages.judge import JudgeRelevance, fields
+from ifsynth.flows.stages.rewrite import RewritePassages
+from ifsynth.schemas.answers import NegationJudgement, TwoSentenceInstruction
+from ifsynth.schemas.config import InfoSearchParams, RecipeParams
+from ifsynth.schemas.records import ItemRecord
+
+
+def seed_to_rewrite(p: InfoSearchParams, item: ItemRecord) -> bool:
+    """A collected seed document whose dimension makes its other conditions by rewriting it."""
+    if item.kind != "document":
+        return False
+    spec = p.dimension_specs[item.payload["dimension"]]
+    return bool(spec.rewrites) and item.payload["condition"] == spec.seed_condition
+
+
+def rewrite_targets(p: InfoSearchParams, document: ItemRecord) -> list[dict[str, Any]]:
+    """One rewrite per condition the seed document lacks."""
+    payload = document.payload
+    spec = p.dimension_specs[payload["dimension"]]
+    return [
+        {
+            "query": payload["query"],
+            "passage": payload["passage"],
+            "dimension": payload["dimension"],
+            "seed_kind": spec.seed_kind,
+            "condition": condition,
+            "target": target,
+            "position": spec.conditions.index(condition) + 1,
+            "origin": "rewrite",
+        }
+        for condition, target in spec.rewrites.items()
+    ]
+
+
+def instruction_variables(p: InfoSearchParams, document: ItemRecord) -> dict[str, Any]:
+    payload = document.payload
+    spec = p.dimension_specs[payload["dimension"]]
+    return {
+        "query": payload["query"],
+        "dimension": payload["dimension"],
+        "condition": payload["condition"],
+        "siblings": [c for c in spec.conditions if c != payload["condition"]],
+    }
+
+
+def rewritten(item: ItemRecord) -> bool:
+    return item.payload.get("origin") == "rewrite"
+
+
+def is_negative(item: ItemRecord) -> bool:
+    return item.kind == "negative"
+
+
+def is_document(item: ItemRecord) -> bool:
+    return item.kind == "document"
+
+
+def stages(params: RecipeParams) -> list[Stage]:
+    assert isinstance(params, InfoSearchParams)
+    p = params
+    return [
+        Call("collect", collect_seeds),
+        Call("keywords", extract_keywords, {"source": "collect", "max_tokens": p.max_tokens_keyword}),
+        RewritePassages(
+            source="collect",
+            max_tokens=p.max_tokens_rewrite,
+            targets=partial(rewrite_targets, p),
+            keep=partial(seed_to_rewrite, p),
+        ),
+        Call(
+            "negatives",
+            generate_negatives,
+            {"source": "collect", "n": p.query_negatives, "max_tokens": p.max_tokens_negatives},
+        ),
+        Call("rules", check_documents, {"sources": ("collect", "keywords", "rewrite", "negatives")}),
+        JudgeRelevance(
+            name="judge_rewrite",
+            source="rules",
+            min_score=p.min_rewrite_score,
+            max_tokens=p.max_tokens_judge,
+            variables=fields("query", "passage", "condition"),
+            keep=rewritten,
+        ),
+        JudgeRelevance(
+            name="judge_negatives",
+            source="rules",
+            min_score=1,
+            max_score=p.max_negative_score,
+            max_tokens=p.max_tokens_judge,
+            keep=is_negative,
+        ),
+        GenerateInstructions(
+            source="rules",
+            max_tokens=p.max_tokens_instruction,
+            schema=TwoSentenceInstruction,
+            variables=partial(instruction_variables, p),
+            keep=is_document,
+        ),
+        Call("reversal", reverse_instructions, {"source": "instructions", "max_tokens": p.max_tokens_reversal}),
+        JudgeRelevance(
+            name="judge_reversal",
+            source="reversal",
+            min_score=p.min_reversal_score,
+            max_tokens=p.max_tokens_judge,
+            schema=NegationJudgement,
+            variables=fields("instruction", "reversed_instruction"),
+        ),
+        Call("assemble", assemble_infosearch, {"reversals": "reversal", "negatives": "rules"}),
+    ]
