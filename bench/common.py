@@ -6,10 +6,8 @@ import contextlib
 import json
 import os
 import random
-import socket
 import subprocess
 import sys
-import tempfile
 import time
 import urllib.request
 from collections.abc import Iterator
@@ -115,48 +113,6 @@ def warm_up(base_url: str, root: Path, env: dict[str, str] | None = None) -> flo
     seeds = synthetic_beir(root / "warm-seeds", 2)
     finish(cli(root / "warm.duckdb", *run_args(seeds, base_url, 4, "--limit", "1", k=1), env=env))
     return time.perf_counter() - started
-
-
-def wait_until_up(url: str, process: subprocess.Popen[Any], what: str, *, seconds: float) -> None:
-    """Poll a server's health URL until it answers 2xx; one clear line if it exits or takes too long."""
-    deadline = time.monotonic() + seconds
-    while True:
-        try:
-            with urllib.request.urlopen(url, timeout=2):
-                return
-        except OSError:  # refused, or not healthy yet (HTTPError is an OSError too)
-            if process.poll() is not None or time.monotonic() > deadline:
-                raise SystemExit(f"{what} did not start") from None
-            time.sleep(0.2)
-
-
-def free_port() -> int:
-    """A loopback port free now, for a server that cannot be told to pick its own."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
-@contextlib.contextmanager
-def prefect_server() -> Iterator[dict[str, str]]:
-    """A dedicated Prefect server (`prefect server start`, its database in a temporary directory), as a user
-    who runs many jobs keeps one: runs then skip starting a temporary server each. Yields the environment
-    that points ifsynth at it."""
-    with tempfile.TemporaryDirectory() as home:
-        port = free_port()
-        env = {**os.environ, "PREFECT_HOME": home, "PREFECT_SERVER_ANALYTICS_ENABLED": "false", "DO_NOT_TRACK": "1"}
-        process = subprocess.Popen(
-            [str(Path(sys.executable).with_name("prefect")), "server", "start", "--host", "127.0.0.1", "--port",
-             str(port), "--no-services", "--no-ui"],
-            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
-        )  # fmt: skip
-        api = f"http://127.0.0.1:{port}/api"
-        try:
-            wait_until_up(api + "/health", process, "the Prefect server", seconds=120)
-            yield {"PREFECT_API_URL": api}
-        finally:
-            process.terminate()
-            process.wait(timeout=30)
 
 
 def fake_requests(base_url: str) -> int:

@@ -32,13 +32,13 @@ from bench.common import (
     fake_requests,
     fake_server,
     finish,
-    prefect_server,
     run_args,
     stage_times,
     synthetic_beir,
     warm_up,
 )
 from bench.wiremock import wiremock_server
+from tests.servers import prefect_server
 
 
 def measure(

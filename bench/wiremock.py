@@ -21,7 +21,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from bench.common import REPO, free_port, wait_until_up
+from bench.common import REPO
+from tests.servers import free_port, wait_until_up
 
 JAR = REPO / "bench" / ".wiremock" / "node_modules" / "wiremock" / "build" / "wiremock-standalone-3.13.2.jar"
 WORDS = (

@@ -1,4 +1,6 @@
-"""Shared fixtures: a loopback fake of the OpenAI API, a warehouse per test, a quiet offline Prefect."""
+"""Shared fixtures: a loopback fake of the OpenAI API, a warehouse per test, one quiet offline Prefect server
+for the session (in-process flows and child `ifsynth` processes alike use it, instead of a temporary server
+each)."""
 
 from __future__ import annotations
 
@@ -12,6 +14,7 @@ import pytest
 
 from ifsynth.flows.run.runner import PREFECT_DEFAULTS
 from tests.fake_openai import FakeOpenAI
+from tests.servers import prefect_server
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED_DATA = REPO.parent / "shared" / "data"
@@ -20,7 +23,7 @@ INSTRUCTIR_SEEDS = SHARED_DATA / "instructir" / "data_creation" / "msmarco" / "f
 
 @pytest.fixture(scope="session", autouse=True)
 def offline_env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
-    """One Prefect home for the session (its temporary server starts warm after the first run)."""
+    """One Prefect home and one Prefect server for the session, no key, ir_datasets in a temporary home."""
     home = tmp_path_factory.mktemp("prefect-home")
     saved = dict(os.environ)
     os.environ.update(PREFECT_DEFAULTS)
@@ -28,7 +31,9 @@ def offline_env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
     os.environ["IR_DATASETS_HOME"] = str(tmp_path_factory.mktemp("ir-datasets"))
     os.environ.pop("OPENAI_API_KEY", None)
     os.environ.pop("PREFECT_API_URL", None)
-    yield
+    with prefect_server() as prefect:
+        os.environ.update(prefect)
+        yield
     os.environ.clear()
     os.environ.update(saved)
 

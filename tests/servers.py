@@ -1,0 +1,63 @@
+"""Servers that tests and benchmarks run on loopback besides the fake OpenAI API: a dedicated Prefect server.
+
+A child `ifsynth run` with no Prefect server starts a temporary one (several seconds each); pointed at one
+server with `PREFECT_API_URL`, every run of a test session or a benchmark skips that cost, as a user who
+runs many jobs does.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+
+def wait_until_up(url: str, process: subprocess.Popen[Any], what: str, *, seconds: float) -> None:
+    """Poll a server's health URL until it answers 2xx; one clear line if it exits or takes too long."""
+    deadline = time.monotonic() + seconds
+    while True:
+        try:
+            with urllib.request.urlopen(url, timeout=2):
+                return
+        except OSError:  # refused, or not healthy yet (HTTPError is an OSError too)
+            if process.poll() is not None or time.monotonic() > deadline:
+                raise SystemExit(f"{what} did not start") from None
+            time.sleep(0.2)
+
+
+def free_port() -> int:
+    """A loopback port free now, for a server that cannot be told to pick its own."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+@contextlib.contextmanager
+def prefect_server() -> Iterator[dict[str, str]]:
+    """A dedicated Prefect server (`prefect server start`, its database in a temporary directory), stopped on
+    exit with its process group. Yields the environment that points ifsynth at it."""
+    with tempfile.TemporaryDirectory() as home:
+        port = free_port()
+        env = {**os.environ, "PREFECT_HOME": home, "PREFECT_SERVER_ANALYTICS_ENABLED": "false", "DO_NOT_TRACK": "1"}
+        env.pop("PREFECT_API_URL", None)
+        process = subprocess.Popen(
+            [str(Path(sys.executable).with_name("prefect")), "server", "start", "--host", "127.0.0.1", "--port",
+             str(port), "--no-services", "--no-ui"],
+            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+        )  # fmt: skip
+        api = f"http://127.0.0.1:{port}/api"
+        try:
+            wait_until_up(api + "/health", process, "the Prefect server", seconds=120)
+            yield {"PREFECT_API_URL": api}
+        finally:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(process.pid, 15)
+            process.wait(timeout=30)
