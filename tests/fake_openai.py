@@ -183,6 +183,7 @@ class FakeOpenAI:
         self._lock = threading.Lock()
         self._seen: Counter[bytes] = Counter()
         self._counts: Counter[str] = Counter()
+        self._in_flight = self._peak_in_flight = 0  # chat requests received and not yet answered
         self._bodies: list[bytes] = []  # raw, parsed on demand: keeps memory and per-request cost low
         self._headers: list[list[tuple[bytes, bytes]]] = []
         self._models: set[str] = set(KNOWN_MODELS)
@@ -270,7 +271,11 @@ class FakeOpenAI:
 
     def stats(self) -> dict[str, Any]:
         with self._lock:
-            return {"requests": self._counts.total(), "by_outcome": {o: self._counts[o] for o in OUTCOMES}}
+            return {
+                "requests": self._counts.total(),
+                "by_outcome": {o: self._counts[o] for o in OUTCOMES},
+                "peak_in_flight": self._peak_in_flight,
+            }
 
     def reset(self) -> None:
         """Zero counters, seen-counts (so fault sequences replay) and the request log; settings stay."""
@@ -278,6 +283,7 @@ class FakeOpenAI:
             self._seen.clear()
             self._window.clear()
             self._counts.clear()
+            self._peak_in_flight = self._in_flight
             self._bodies.clear()
             self._headers.clear()
 
@@ -310,8 +316,15 @@ class FakeOpenAI:
                 return
             chunks.append(message.get("body", b""))
             more = message.get("more_body", False)
-        response = await self._chat(b"".join(chunks), scope["headers"], asyncio.get_running_loop().time())
-        await response(scope, receive, send)
+        with self._lock:
+            self._in_flight += 1
+            self._peak_in_flight = max(self._peak_in_flight, self._in_flight)
+        try:
+            response = await self._chat(b"".join(chunks), scope["headers"], asyncio.get_running_loop().time())
+            await response(scope, receive, send)
+        finally:
+            with self._lock:
+                self._in_flight -= 1
 
     async def _chat(self, raw: bytes, request_headers: list[tuple[bytes, bytes]], arrived: float) -> JSONResponse:
         """The answer goes out ``latency`` seconds after the request arrived: the fake's own work on it is

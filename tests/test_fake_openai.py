@@ -230,7 +230,7 @@ def test_mixed_faults_and_stats_agree_with_what_the_client_saw() -> None:
         seen = [outcome_of(client, f"doc {i}") for i in range(120)]
         stats = fake.stats()
     assert "ok" not in seen and all(12 <= seen.count(o) <= 48 for o in ("429", "500", "invalid_json", "length"))
-    assert stats == {"requests": 120, "by_outcome": {o: seen.count(o) for o in OUTCOMES}}
+    assert stats == {"requests": 120, "by_outcome": {o: seen.count(o) for o in OUTCOMES}, "peak_in_flight": 1}
 
 
 def test_a_retried_request_gets_fresh_fault_draws() -> None:
@@ -249,7 +249,9 @@ def test_latency_is_applied_concurrently() -> None:
 
     with FakeOpenAI(latency=0.2) as fake:
         elapsed = asyncio.run(burst(fake))
+        peak = fake.stats()["peak_in_flight"]
     assert 0.2 <= elapsed < 2.0  # serially it would take 4 s
+    assert peak == 20, "all twenty were held at once"
 
 
 def test_admin_endpoints_request_log_and_models(fake: FakeOpenAI, client: openai.OpenAI) -> None:
@@ -259,7 +261,7 @@ def test_admin_endpoints_request_log_and_models(fake: FakeOpenAI, client: openai
         client.chat.completions.create(model="custom-model", messages=[{"role": "user", "content": "two"}])
     ask(client, "three")
     admin = fake.base_url.removesuffix("/v1")
-    expected = {"requests": 3, "by_outcome": {o: {"ok": 2, "500": 1}.get(o, 0) for o in OUTCOMES}}
+    expected = {"requests": 3, "by_outcome": {o: {"ok": 2, "500": 1}.get(o, 0) for o in OUTCOMES}, "peak_in_flight": 1}
     assert fake.stats() == expected and httpx2.get(f"{admin}/_stats").json() == expected
     assert [r["messages"][0]["content"] for r in fake.requests] == ["one", "two", "three"]
     assert all(h["authorization"] == "Bearer test-key" for h in fake.headers) and len(fake.headers) == 3
