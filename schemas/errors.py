@@ -8,3 +8,13 @@ class IfsynthError(Exception):
     """An error with a message that says what went wrong and what to do next."""
 
     exit_code: int = 1
+
+
+class LogprobsUnsupported(IfsynthError):
+    """Token log-probabilities were asked of an endpoint that cannot give them."""
+
+    exit_code = 2
+
+
+class BatchFailed(IfsynthError):
+    """The endpoint ended a batch without answers."""

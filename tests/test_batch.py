@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from ifsynth.flows.llm.gateway import Gateway, Reply
+from ifsynth.flows.llm.gateway import Gateway
+from ifsynth.flows.llm.requests import Reply
 from ifsynth.schemas.config import RunConfig
 from ifsynth.warehouse.store import Warehouse
 from tests.fake_openai import FakeOpenAI

@@ -14,10 +14,10 @@ from ifsynth.flows.evaluation import scoring as evaluate
 from ifsynth.flows.evaluation.instfol import Judge, instfol
 from ifsynth.flows.evaluation.metrics import ranking
 from ifsynth.flows.evaluation.retrieval import read_run, write_run
-from ifsynth.flows.llm.gateway import LogprobsUnsupported
 from ifsynth.flows.llm.local_model import LOCAL_BASE_URL, LOCAL_MODEL
 from ifsynth.flows.run.config import resolve
 from ifsynth.flows.run.runner import execute
+from ifsynth.schemas.errors import LogprobsUnsupported
 from ifsynth.warehouse import stats as release_stats
 from ifsynth.warehouse.export import release_for
 from ifsynth.warehouse.imports import import_release

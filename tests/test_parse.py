@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from ifsynth.flows.llm.gateway import parse_answer
+from ifsynth.flows.llm.answers import parse_answer
 from ifsynth.schemas.answers import RelevanceJudgement, candidate_pick, instruction_list, strict_schema
 
 

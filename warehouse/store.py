@@ -19,7 +19,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from datetime import datetime
 from importlib import resources
 from pathlib import Path
-from typing import Any, BinaryIO, Self
+from typing import Any, BinaryIO, Literal, Self
 
 import duckdb
 import pyarrow as pa
@@ -357,6 +357,27 @@ class Warehouse:
             for row in rows:  # the first answer to a key is its answer
                 found.setdefault(row["key"], row)
         return found
+
+    # -- batches -----------------------------------------------------------------------------------
+
+    def pending_batch(self, run_id: str, base_url: str, request_set: str) -> str | None:
+        """The batch an earlier invocation submitted for exactly these requests, if it is still to be ingested."""
+        rows = self.sql(
+            "SELECT batch_id FROM llm_batches WHERE run_id = ? AND base_url = ? AND request_set = ? "
+            "AND status = 'submitted' ORDER BY created_at DESC LIMIT 1",
+            [run_id, base_url, request_set],
+        )
+        return rows[0]["batch_id"] if rows else None
+
+    def add_batch(self, batch_id: str, run_id: str, stage: str, base_url: str, request_set: str, n: int) -> None:
+        """Recorded before polling starts, so a run stopped while it waits polls the same batch when rerun."""
+        self.execute(
+            "INSERT INTO llm_batches VALUES (?, ?, ?, ?, ?, ?, 'submitted', ?)",
+            [batch_id, run_id, stage, base_url, request_set, n, datetime.now()],
+        )
+
+    def set_batch_status(self, batch_id: str, status: Literal["ingested", "failed"]) -> None:
+        self.execute("UPDATE llm_batches SET status = ? WHERE batch_id = ?", [status, batch_id])
 
     # -- runs --------------------------------------------------------------------------------------
 

@@ -15,7 +15,8 @@ from ifsynth.flows.evaluation import metrics
 from ifsynth.flows.evaluation.retrieval import Run
 from ifsynth.flows.evaluation.scoring import ReleaseView
 from ifsynth.flows.exceptions import ConfigError
-from ifsynth.flows.llm.gateway import Ask, Gateway, Reply
+from ifsynth.flows.llm.gateway import Gateway
+from ifsynth.flows.llm.requests import Ask, Reply
 from ifsynth.prompts.registry import Prompts
 from ifsynth.schemas.answers import instruction_fit
 from ifsynth.schemas.config import Endpoint, RunConfig

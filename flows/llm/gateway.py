@@ -1,42 +1,32 @@
 """The LLM gateway: the one place that owns the openai clients and decides retries.
 
 Every stage hands it ``Ask``s and gets ``Reply``s back. On the way it looks up the warehouse cache, bounds
-concurrency per endpoint, retries transient failures (429, 5xx, timeouts, connection errors; honouring
-Retry-After), records every attempt in ``llm_calls``, validates the answer against its pydantic model and
-re-asks a bounded number of times when it does not parse.
+concurrency per endpoint, retries transient failures (``retry.is_transient``), records every attempt in
+``llm_calls``, validates the answer against its pydantic model and re-asks a bounded number of times when it
+does not parse. In batch mode the uncached requests of a page go out through ``batch`` first.
 """
 
 from __future__ import annotations
 
 import asyncio
-import email.utils
 import itertools
 import json
-import os
-import random
-import re
 import time
-import urllib.request
 import uuid
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
-from typing import Any, Literal, NamedTuple
-from urllib.parse import urlsplit, urlunsplit
+from typing import Any
 
-import httpx2
 import openai
-from pydantic import ValidationError
 from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt
 
 from ifsynth.flows.exceptions import BudgetExhausted
 from ifsynth.flows.llm import batch
-from ifsynth.flows.llm.limits import AdaptiveLimit, Budget, RateLimit
-from ifsynth.flows.llm.local_model import LOCAL_BASE_URL, LocalModelTransport
-from ifsynth.flows.llm.wire import ChatWire, Posted
-from ifsynth.prompts.registry import Rendered
-from ifsynth.schemas.answers import Answer, strict_schema
+from ifsynth.flows.llm.answers import call_cost, decode_completion, parse_answer
+from ifsynth.flows.llm.limits import Budget
+from ifsynth.flows.llm.requests import Ask, Reply, Request
+from ifsynth.flows.llm.retry import Backoff, is_transient, pause
+from ifsynth.flows.llm.route import Route
 from ifsynth.schemas.config import Endpoint, Role, RunConfig
-from ifsynth.schemas.errors import IfsynthError
 from ifsynth.schemas.records import CallRecord
 from ifsynth.warehouse.keys import cache_key, canonical_request
 from ifsynth.warehouse.store import Warehouse
@@ -44,232 +34,6 @@ from ifsynth.warehouse.store import Warehouse
 MAX_REASKS = 2
 CHUNK, MAX_CHUNK = 256, 4096  # asks looked up in the cache at a time, first and at most (see Gateway.ask_many)
 SLICE = 32  # asks keyed, or started, before the event loop is given back
-MAX_RETRY_AFTER = 120.0
-RETRY_STATUSES = {408, 409, 429}
-# Hosts whose strict mode takes only a subset of JSON Schema (no string lengths); checked locally instead.
-STRICT_SUBSET_HOSTS = ("openai.com", "openai.azure.com")
-
-
-@dataclass(frozen=True)
-class Ask:
-    """One structured question a stage wants answered."""
-
-    prompt: Rendered
-    schema: type[Answer]
-    role: Role
-    temperature: float
-    max_tokens: int
-    sample_index: int = 0
-    logprobs: int | None = None  # ask for this many top log-probabilities per answer token
-
-
-class Request(NamedTuple):
-    """A request ready to send: its cache key and its body."""
-
-    key: str
-    body: dict[str, Any]
-
-
-@dataclass
-class Reply:
-    status: Literal["ok", "parse_error", "failed"]
-    value: Answer | None = None
-    keys: list[str] = field(default_factory=list)
-    error: str | None = None
-    raw: str | None = None
-    cached: int = 0
-    sent: int = 0
-    logprobs: list[dict[str, Any]] | None = None  # per answer token: token, logprob, top_logprobs
-
-
-def public_url(url: str) -> str:
-    """The base URL as stored and keyed: without credentials, without a trailing slash."""
-    parts = urlsplit(url)
-    netloc = parts.hostname or ""
-    if parts.port:
-        netloc = f"{netloc}:{parts.port}"
-    return urlunsplit((parts.scheme, netloc, parts.path.rstrip("/"), parts.query, ""))
-
-
-def is_transient(exc: BaseException) -> bool:
-    """The single retry decision: connection trouble, timeouts, 408/409/429 and 5xx; never other 4xx."""
-    if isinstance(exc, openai.APIConnectionError):  # includes APITimeoutError
-        return True
-    if isinstance(exc, openai.APIStatusError):
-        return exc.status_code in RETRY_STATUSES or exc.status_code >= 500
-    return False
-
-
-def retry_after(exc: BaseException | None) -> float | None:
-    """Seconds the server asked us to wait, from ``retry-after-ms`` or ``Retry-After`` (seconds or a date)."""
-    response = getattr(exc, "response", None)
-    if response is None:
-        return None
-    headers = response.headers
-    if (ms := headers.get("retry-after-ms")) is not None:
-        try:
-            return float(ms) / 1000
-        except ValueError:
-            pass
-    value = headers.get("retry-after")
-    if value is None:
-        return None
-    try:
-        return float(value)
-    except ValueError:
-        parsed = email.utils.parsedate_to_datetime(value)
-        return max(0.0, parsed.timestamp() - time.time()) if parsed else None
-
-
-def _pause(exc: BaseException | None, attempt: int) -> float:
-    """Seconds to wait after a failed attempt: what the server asked, else exponential backoff with jitter."""
-    asked = retry_after(exc)
-    if asked is not None:
-        return min(asked, MAX_RETRY_AFTER)
-    return min(20.0, 2.0 ** (attempt - 1) + random.uniform(0, 1))
-
-
-class _Wait:
-    """Tenacity's wait, counting the attempts made before it took over."""
-
-    def __init__(self, before: int = 0) -> None:
-        self.before = before
-
-    def __call__(self, state: Any) -> float:
-        return _pause(state.outcome.exception() if state.outcome else None, state.attempt_number + self.before)
-
-
-_FENCE = re.compile(r"```(?:json)?\s*(\{.*?\})\s*```", re.DOTALL)
-
-
-def parse_answer(text: str | None, schema: type[Answer]) -> Answer:
-    """Validate an answer; tolerate prose or code fences around the JSON object (style ``none``)."""
-    if not text or not text.strip():
-        raise ValueError("empty answer")
-    text = text.strip()
-    candidates = [text]
-    candidates += [match.group(1) for match in _FENCE.finditer(text)]
-    if "{" in text and "}" in text:
-        candidates.append(text[text.index("{") : text.rindex("}") + 1])
-    errors: list[ValidationError] = []
-    for candidate in candidates:
-        try:
-            return schema.model_validate_json(candidate)
-        except ValidationError as exc:
-            errors.append(exc)
-    # Report the most telling failure: a schema mismatch beats "invalid JSON" from a prose candidate.
-    details = min((exc.errors()[0] for exc in errors), key=lambda e: e["type"] == "json_invalid")
-    where = ".".join(str(part) for part in details.get("loc", ()))
-    raise ValueError(f"{details['msg']}{f' at `{where}`' if where else ''}")
-
-
-def _proxied(url: str) -> bool:
-    """Whether the environment sends this URL through a proxy; such endpoints take the SDK's path, which
-    honours proxies (the lean chat path connects directly)."""
-    host = urlsplit(url).hostname or ""
-    if host in ("localhost", "127.0.0.1", "::1"):  # loopback never goes through a proxy
-        return False
-    proxies = urllib.request.getproxies()
-    return bool(proxies.get(urlsplit(url).scheme) or proxies.get("all")) and not urllib.request.proxy_bypass(host)
-
-
-class Route:
-    """An endpoint with its client and its concurrency bound, shared by the roles that use it."""
-
-    def __init__(self, endpoint: Endpoint) -> None:
-        self.endpoint = endpoint
-        self.base_url = public_url(endpoint.base_url)
-        self.limit = AdaptiveLimit(endpoint.concurrency)
-        self.rate = RateLimit(endpoint.rpm, endpoint.tpm)
-        host = urlsplit(endpoint.base_url).hostname or ""
-        self.string_lengths = not host.endswith(STRICT_SUBSET_HOSTS)
-        self._schemas: dict[type[Answer], dict[str, Any]] = {}
-        self.local = endpoint.base_url == LOCAL_BASE_URL
-        # any key does for the embedded model
-        self._api_key = "local" if self.local else os.environ.get(endpoint.api_key_env) or "none"
-        self._client: openai.AsyncOpenAI | None = None
-        self.wire = None
-        if not self.local and not _proxied(endpoint.base_url):
-            self.wire = ChatWire(
-                lambda: self.client,
-                url=str(httpx2.URL(endpoint.base_url)).rstrip("/") + "/chat/completions",
-                api_key=self._api_key,
-                connections=max(endpoint.concurrency * 2, 16),
-                timeout=endpoint.timeout,
-            )
-
-    @property
-    def client(self) -> openai.AsyncOpenAI:
-        """The SDK client, built on first use: its TLS context costs tens of milliseconds per gateway, and
-        the chat path of a remote endpoint never needs it (only errors, files and batches do)."""
-        if self._client is None:
-            if self.local:
-                http_client = httpx2.AsyncClient(transport=LocalModelTransport())
-            else:
-                connections = max(self.endpoint.concurrency * 2, 16)
-                http_client = openai.DefaultAsyncHttpxClient(
-                    limits=httpx2.Limits(max_connections=connections, max_keepalive_connections=connections)
-                )
-            self._client = openai.AsyncOpenAI(
-                base_url=self.endpoint.base_url,
-                api_key=self._api_key,
-                max_retries=0,
-                timeout=self.endpoint.timeout,
-                http_client=http_client,
-            )
-        return self._client
-
-    async def chat(self, body: dict[str, Any], payload: str) -> Posted:
-        """One chat completion (``payload`` is ``body`` serialized); non-2xx answers and transport failures
-        raise the SDK's exceptions."""
-        if self.wire is not None:
-            return await self.wire.post(payload.encode())
-        raw = await self.client.post("/chat/completions", body=body, cast_to=httpx2.Response)
-        return Posted(raw.status_code, raw.headers, raw.content)
-
-    async def close(self) -> None:
-        if self.wire is not None:
-            await self.wire.close()
-        if self._client is not None:
-            await self._client.close()
-            self._client = None
-
-    def schema(self, answer: type[Answer]) -> dict[str, Any]:
-        """Built once per answer type: pydantic's schema generation is costly at thousands of requests."""
-        if answer not in self._schemas:
-            self._schemas[answer] = strict_schema(answer, string_lengths=self.string_lengths)
-        return self._schemas[answer]
-
-    def body(self, ask: Ask, model: str, seed: int, messages: list[dict[str, str]]) -> dict[str, Any]:
-        schema = self.schema(ask.schema)
-        body: dict[str, Any] = {
-            "model": model,
-            "messages": messages,
-            "temperature": ask.temperature,
-            "max_tokens": ask.max_tokens,
-            "seed": seed,
-        }
-        if ask.logprobs is not None:
-            if self.endpoint.base_url == LOCAL_BASE_URL:
-                raise LogprobsUnsupported("the embedded local model returns no token log-probabilities")
-            body["logprobs"], body["top_logprobs"] = True, ask.logprobs
-        style = self.endpoint.structured_output
-        if style == "json_schema":
-            body["response_format"] = {
-                "type": "json_schema",
-                "json_schema": {"name": ask.schema.__name__, "schema": schema, "strict": True},
-            }
-        elif style == "json_object":
-            body["response_format"] = {"type": "json_object", "schema": schema}
-        else:
-            described = (
-                "\n\nReply with only a JSON object that follows this JSON schema:\n```json\n"
-                + json.dumps(schema, sort_keys=True)
-                + "\n```"
-            )
-            messages = [*messages[:-1], {**messages[-1], "content": messages[-1]["content"] + described}]
-            body["messages"] = messages
-        return body
 
 
 class Gateway:
@@ -356,7 +120,7 @@ class Gateway:
             cache = await asyncio.to_thread(self.warehouse.cached, keys)
             if self.config.batch:
                 missing = {r.key: (ask, r.body) for ask, r in zip(part, first, strict=True) if r.key not in cache}
-                if missing and await batch.fetch(self, stage, missing):
+                if missing and await self._fetch_batch(stage, missing):
                     cache = await asyncio.to_thread(self.warehouse.cached, keys)
             outstanding += len(part)
             for at in range(0, len(part), SLICE):
@@ -422,7 +186,7 @@ class Gateway:
         more CPU than the request itself at thousands of requests a second."""
         route = self.route(ask.role)
         key, body = request.key, request.body
-        payload = canonical_request(body)  # serialized once: sent as is and stored as is
+        payload = canonical_request(body)  # serialized once: sent, stored and journalled as is
         attempts = 1
         try:
             try:
@@ -430,10 +194,10 @@ class Gateway:
             except (openai.APIStatusError, openai.APIConnectionError) as exc:
                 if not is_transient(exc) or route.endpoint.max_attempts == 1:
                     raise
-                await asyncio.sleep(_pause(exc, attempts))
+                await asyncio.sleep(pause(exc, attempts))
             async for attempt in AsyncRetrying(
                 stop=stop_after_attempt(route.endpoint.max_attempts - 1),
-                wait=_Wait(before=1),
+                wait=Backoff(before=1),
                 retry=retry_if_exception(is_transient),
                 reraise=True,
             ):
@@ -469,7 +233,7 @@ class Gateway:
         async with route.limit:
             started = time.perf_counter()
             try:
-                raw = await route.chat(body, payload)
+                raw = await route.chat(payload.encode())
             except (openai.APIStatusError, openai.APIConnectionError) as exc:
                 status = exc.status_code if isinstance(exc, openai.APIStatusError) else None
                 if isinstance(exc, openai.APIStatusError):
@@ -491,7 +255,7 @@ class Gateway:
             latency = (time.perf_counter() - started) * 1000
         route.limit.succeeded()
         route.rate.observe(raw.headers)
-        text, finish, prompt_tokens, completion_tokens, logprobs = _completion(raw)
+        text, finish, prompt_tokens, completion_tokens, logprobs = decode_completion(raw.content)
         cost = self._cost(body["model"], prompt_tokens, completion_tokens)
         if self.budget is not None:
             self.budget.settle(reserved, cost)
@@ -504,7 +268,7 @@ class Gateway:
                 completion_tokens=completion_tokens,
                 latency_ms=latency,
                 cost=cost,
-                http_status=raw.status,
+                http_status=raw.status_code,
                 logprobs=logprobs,
             ),
             request_json=payload,
@@ -512,53 +276,26 @@ class Gateway:
         return text, finish, logprobs
 
     def _cost(self, model: str, prompt_tokens: int | None, completion_tokens: int | None) -> float | None:
-        price = self.config.prices.get(model)
-        if price is None or prompt_tokens is None or completion_tokens is None:
-            return None
-        return (prompt_tokens * price.input + completion_tokens * price.output) / 1e6
+        return call_cost(self.config.prices, model, prompt_tokens, completion_tokens)
 
-
-class LogprobsUnsupported(IfsynthError):
-    """Token log-probabilities were asked of an endpoint that cannot give them."""
-
-    exit_code = 2
-
-
-def _token_logprobs(choice: dict[str, Any]) -> list[dict[str, Any]] | None:
-    """The answer's tokens with their log-probabilities and alternatives, when the endpoint returned them."""
-    content = (choice.get("logprobs") or {}).get("content")
-    if not content:
-        return None
-    return [
-        {
-            "token": t.get("token"),
-            "logprob": t.get("logprob"),
-            "top_logprobs": [
-                {"token": a.get("token"), "logprob": a.get("logprob")} for a in t.get("top_logprobs") or []
-            ],
-        }
-        for t in content
-    ]
-
-
-def _completion(
-    response: Posted,
-) -> tuple[str | None, str | None, int | None, int | None, list[dict[str, Any]] | None]:
-    """Text, finish reason, token counts and token log-probabilities of a chat completion. A body that is not
-    one is kept as the text, so it fails parsing on the record (and is re-asked) instead of crashing the run."""
-    try:
-        data = json.loads(response.content)
-        choice = (data.get("choices") or [{}])[0]
-        message, usage = choice.get("message") or {}, data.get("usage") or {}
-        return (
-            message.get("content"),
-            choice.get("finish_reason"),
-            usage.get("prompt_tokens"),
-            usage.get("completion_tokens"),
-            _token_logprobs(choice),
-        )
-    except (ValueError, AttributeError, TypeError, IndexError):
-        return response.content.decode("utf-8", "replace"), None, None, None, None
+    async def _fetch_batch(self, stage: str, missing: dict[str, tuple[Ask, dict[str, Any]]]) -> int:
+        """Answers for ``missing`` (cache key -> (ask, body)) through each route's Batch API, into the cache."""
+        by_route: dict[int, tuple[Route, dict[str, tuple[Ask, dict[str, Any]]]]] = {}
+        for key, (ask, body) in missing.items():
+            route = self.route(ask.role)
+            by_route.setdefault(id(route), (route, {}))[1][key] = (ask, body)
+        ingested = 0
+        for route, requests in by_route.values():
+            ingested += await batch.fetch(
+                self.warehouse,
+                route,
+                requests,
+                run_id=self.run_id,
+                stage=stage,
+                prices=self.config.prices,
+                poll_seconds=self.config.batch_poll_seconds,
+            )
+        return ingested
 
 
 class _Failed(Exception):

@@ -10,8 +10,8 @@ from importlib.metadata import version
 from pathlib import Path
 
 from ifsynth.flows.exceptions import BudgetExhausted, ConfigError
-from ifsynth.flows.llm.gateway import public_url
 from ifsynth.flows.llm.limits import Budget
+from ifsynth.flows.llm.route import public_url
 from ifsynth.flows.run.context import NoProgress, Progress, RunContext, activate, deactivate
 from ifsynth.flows.run.registry import recipe
 from ifsynth.flows.seeds import open_source

@@ -17,8 +17,9 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
-from ifsynth.flows.llm import wire
-from ifsynth.flows.llm.gateway import Ask, Gateway, Reply
+from ifsynth.flows.llm import loop
+from ifsynth.flows.llm.gateway import Gateway
+from ifsynth.flows.llm.requests import Ask, Reply
 from ifsynth.flows.run.context import RunContext
 from ifsynth.schemas.records import Decision, ItemRecord, ItemStatus, Judge, StageCounts, VerdictRecord
 from ifsynth.warehouse.keys import item_id
@@ -163,7 +164,7 @@ def llm_stage(
                         tally["sent"] += reply.sent
                     writer.add(input_id(entry), handle(writer, entry, mine))
 
-    wire.run(run())
+    loop.run(run())
     return writer.close(**tally)
 
 

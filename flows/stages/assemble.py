@@ -12,7 +12,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from ifsynth.flows.llm.gateway import public_url
+from ifsynth.flows.llm.route import public_url
 from ifsynth.flows.run.context import RunContext
 from ifsynth.flows.run.registry import recipe
 from ifsynth.flows.run.stage import Outcome, StageWriter

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from ifsynth.flows.llm.gateway import Ask, Reply
+from ifsynth.flows.llm.requests import Ask, Reply
 from ifsynth.flows.run.context import RunContext
 from ifsynth.flows.run.stage import LLMStage, Outcome, StageWriter
 from ifsynth.schemas.answers import Rewrite

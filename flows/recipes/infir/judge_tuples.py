@@ -12,7 +12,7 @@ import random
 from collections.abc import Mapping
 from typing import Any
 
-from ifsynth.flows.llm.gateway import Ask, Reply
+from ifsynth.flows.llm.requests import Ask, Reply
 from ifsynth.flows.recipes.infir.poison import NEGATIVE_INSTRUCTION, NEGATIVE_QUERY
 from ifsynth.flows.run.context import RunContext
 from ifsynth.flows.run.stage import Outcome, StageWriter, llm_stage

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ifsynth.flows.llm.gateway import Ask, Reply
+from ifsynth.flows.llm.requests import Ask, Reply
 from ifsynth.flows.run.context import RunContext
 from ifsynth.flows.run.stage import Outcome, StageWriter, llm_stage
 from ifsynth.flows.stages.text_rules import LANGUAGE, UNCHANGED, first_line, newline_verdicts, same_language, unchanged

@@ -6,7 +6,7 @@ its sibling documents share (document_rules.py).
 
 from __future__ import annotations
 
-from ifsynth.flows.llm.gateway import Ask, Reply
+from ifsynth.flows.llm.requests import Ask, Reply
 from ifsynth.flows.run.context import RunContext
 from ifsynth.flows.run.stage import Outcome, StageWriter, llm_stage, pages_where
 from ifsynth.schemas.answers import KeywordCondition

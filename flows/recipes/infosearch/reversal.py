@@ -7,7 +7,7 @@ reversal negates the instruction (flows/stages/judge.py, template ``judge_revers
 
 from __future__ import annotations
 
-from ifsynth.flows.llm.gateway import Ask, Reply
+from ifsynth.flows.llm.requests import Ask, Reply
 from ifsynth.flows.run.context import RunContext
 from ifsynth.flows.run.stage import Outcome, StageWriter, llm_stage
 from ifsynth.schemas.answers import Reversal

@@ -1,0 +1,39 @@
+"""The event loop a stage's requests run on.
+
+uvloop where it is installed: it spends less CPU per request than asyncio's own loop. While the loop runs,
+the cyclic garbage collector leaves alone what existed before (``gc.freeze``: the imported libraries, the
+stage's inputs) and runs young collections every 10,000 allocations instead of 700: each pause holds the
+answers of every request in flight. Measured with ``bench.gateway`` at L = 0.2 s, C = 128 (the SDK path):
+0.89 efficiency with the collector's defaults, 0.93 with these settings (``--gc-default`` reproduces the
+first). Both are undone when the loop ends.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+from collections.abc import Callable, Coroutine
+from typing import Any, TypeVar
+
+try:
+    import uvloop
+except ImportError:  # not on Windows
+    uvloop = None
+
+T = TypeVar("T")
+YOUNG_THRESHOLD = 10_000
+
+
+def run(main: Coroutine[Any, Any, T], *, tune_gc: bool = True) -> T:
+    factory: Callable[[], asyncio.AbstractEventLoop] | None = uvloop.new_event_loop if uvloop else None
+    thresholds = gc.get_threshold()
+    if tune_gc:
+        gc.freeze()
+        gc.set_threshold(max(thresholds[0], YOUNG_THRESHOLD), *thresholds[1:])
+    try:
+        with asyncio.Runner(loop_factory=factory) as runner:
+            return runner.run(main)
+    finally:
+        if tune_gc:
+            gc.set_threshold(*thresholds)
+            gc.unfreeze()

@@ -1,0 +1,44 @@
+"""What stages and the gateway hand each other: an ``Ask`` goes in, a ``Reply`` comes out."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal, NamedTuple
+
+from ifsynth.prompts.registry import Rendered
+from ifsynth.schemas.answers import Answer
+from ifsynth.schemas.config import Role
+
+
+@dataclass(frozen=True)
+class Ask:
+    """One structured question a stage wants answered."""
+
+    prompt: Rendered
+    schema: type[Answer]
+    role: Role
+    temperature: float
+    max_tokens: int
+    sample_index: int = 0
+    logprobs: int | None = None  # ask for this many top log-probabilities per answer token
+
+
+class Request(NamedTuple):
+    """A request ready to send: its cache key and its body."""
+
+    key: str
+    body: dict[str, Any]
+
+
+@dataclass
+class Reply:
+    """How an ask ended: its answer (``ok``), or why not, with every cache key it took (re-asks included)."""
+
+    status: Literal["ok", "parse_error", "failed"]
+    value: Answer | None = None
+    keys: list[str] = field(default_factory=list)
+    error: str | None = None
+    raw: str | None = None
+    cached: int = 0
+    sent: int = 0
+    logprobs: list[dict[str, Any]] | None = None  # per answer token: token, logprob, top_logprobs

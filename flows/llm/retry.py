@@ -1,0 +1,70 @@
+"""The one place that decides whether a failed attempt is tried again, and after how long.
+
+Connection trouble, timeouts, 408, 409, 429 and 5xx are transient; every other 4xx is the request's own
+fault and is never retried. The server's ``Retry-After`` (or ``retry-after-ms``) wins over backoff, capped.
+"""
+
+from __future__ import annotations
+
+import email.utils
+import random
+import time
+from typing import Any
+
+import openai
+
+MAX_RETRY_AFTER = 120.0
+MAX_BACKOFF = 20.0
+RETRY_STATUSES = {408, 409, 429}
+
+
+def is_transient(exc: BaseException) -> bool:
+    """The single retry decision: connection trouble, timeouts, 408/409/429 and 5xx; never other 4xx."""
+    if isinstance(exc, openai.APIConnectionError):  # includes APITimeoutError
+        return True
+    if isinstance(exc, openai.APIStatusError):
+        return exc.status_code in RETRY_STATUSES or exc.status_code >= 500
+    return False
+
+
+def retry_after(exc: BaseException | None) -> float | None:
+    """Seconds the server asked us to wait, from ``retry-after-ms`` or ``Retry-After`` (seconds or a date)."""
+    response = getattr(exc, "response", None)
+    if response is None:
+        return None
+    headers = response.headers
+    if (ms := headers.get("retry-after-ms")) is not None:
+        try:
+            return float(ms) / 1000
+        except ValueError:
+            pass
+    value = headers.get("retry-after")
+    if value is None:
+        return None
+    try:
+        return float(value)
+    except ValueError:
+        try:
+            parsed = email.utils.parsedate_to_datetime(value)
+        except (TypeError, ValueError):
+            return None
+        return max(0.0, parsed.timestamp() - time.time())
+
+
+def pause(exc: BaseException | None, attempt: int) -> float:
+    """Seconds to wait after failed attempt number ``attempt``: what the server asked (capped), else
+    exponential backoff with jitter."""
+    asked = retry_after(exc)
+    if asked is not None:
+        return min(asked, MAX_RETRY_AFTER)
+    return min(MAX_BACKOFF, 2.0 ** (attempt - 1) + random.uniform(0, 1))
+
+
+class Backoff:
+    """Tenacity's wait, counting the attempts made before tenacity took over."""
+
+    def __init__(self, before: int = 0) -> None:
+        self.before = before
+
+    def __call__(self, state: Any) -> float:
+        return pause(state.outcome.exception() if state.outcome else None, state.attempt_number + self.before)
