@@ -14,6 +14,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from tests.helpers import query
+
 REPO = Path(__file__).resolve().parents[1]
 
 
@@ -127,7 +129,8 @@ def stage_times(warehouse: Path, run_id: str) -> list[dict[str, Any]]:
     from ifsynth.warehouse.store import Warehouse
 
     with Warehouse(warehouse, read_only=True) as wh:
-        return wh.sql(
+        return query(
+            wh,
             "SELECT stage, count(*) AS calls, "
             "epoch(max(created_at)) - epoch(min(created_at - to_milliseconds(latency_ms))) AS wall_s, "
             "round(avg(latency_ms), 1) AS mean_latency_ms "

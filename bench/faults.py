@@ -16,6 +16,7 @@ from typing import Any
 
 from bench.common import cli, emit, fake_server, finish, run_args, synthetic_beir, warm_up
 from ifsynth.warehouse.store import Warehouse
+from tests.helpers import query
 
 RATES = {"429": 0.10, "500": 0.05, "timeout": 0.02, "invalid-json": 0.03, "length": 0.02}
 # Where each stage's inputs come from: the outputs of the stage before, or those a judge passed.
@@ -54,7 +55,8 @@ def main() -> None:
             with urllib.request.urlopen(url.removesuffix("/v1") + "/_stats", timeout=10) as response:
                 served = json.load(response)
         with Warehouse(root / "faults.duckdb", read_only=True) as wh:
-            rows = wh.sql(
+            rows = query(
+                wh,
                 'SELECT count(*) FILTER (WHERE http_status = 429) AS "429", '
                 'count(*) FILTER (WHERE http_status = 500) AS "500", '
                 "count(*) FILTER (WHERE error LIKE 'APITimeoutError%') AS timeout, "

@@ -15,7 +15,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any, Protocol
 
-from ifsynth.flows.exceptions import SeedError
+from ifsynth.schemas.errors import SeedError
 from ifsynth.schemas.seeds import SeedPair, SeedPassage, SeedQuery
 
 

@@ -15,13 +15,9 @@ from jinja2 import ChoiceLoader, FileSystemLoader, PackageLoader, StrictUndefine
 from jinja2.exceptions import TemplateError
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
-from ifsynth.schemas.errors import IfsynthError
+from ifsynth.schemas.errors import PromptError
 
 ROLES = ("system", "user")
-
-
-class PromptError(IfsynthError):
-    pass
 
 
 @dataclass(frozen=True)

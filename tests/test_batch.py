@@ -13,6 +13,7 @@ from ifsynth.flows.llm.requests import Reply
 from ifsynth.schemas.config import RunConfig
 from ifsynth.warehouse.store import Warehouse
 from tests.fake_openai import FakeOpenAI
+from tests.helpers import query
 from tests.test_llm import GOOD, ask, config
 
 
@@ -39,8 +40,8 @@ def test_batch_answers_land_under_the_live_keys_and_no_chat_request_is_sent(
     assert fake.stats()["requests"] == 0
     assert (fake.batch_stats["creates"], fake.batch_stats["retrieves"], fake.batch_stats["lines"]) == (1, 3, 4)
     with Warehouse(warehouse_path) as warehouse:
-        rows = warehouse.sql("SELECT key, stage, http_status, error FROM llm_calls")
-        (job,) = warehouse.sql("SELECT status, n_requests FROM llm_batches")
+        rows = query(warehouse, "SELECT key, stage, http_status, error FROM llm_calls")
+        (job,) = query(warehouse, "SELECT status, n_requests FROM llm_batches")
     assert sorted(r["key"] for r in rows) == sorted(k for r in replies for k in r.keys)
     assert all(r["http_status"] == 200 and r["error"] is None and r["stage"] == "judge" for r in rows)
     assert job == {"status": "ingested", "n_requests": 4}
@@ -81,7 +82,7 @@ def test_the_recipe_runs_stage_by_stage_through_batches(tmp_path: Path) -> None:
         run_id = execute(settings, tmp_path / "w.duckdb").run_id
         with Warehouse(tmp_path / "w.duckdb", read_only=True) as wh:
             report = audit.funnel(wh, run_id)
-            stages = [r["stage"] for r in wh.sql("SELECT stage FROM llm_batches ORDER BY created_at")]
+            stages = [r["stage"] for r in query(wh, "SELECT stage FROM llm_batches ORDER BY created_at")]
         assert server.stats()["requests"] == 0, "every answer came through a batch"
     assert stages == ["instructions", "rewrite", "judge_relevance", "judge_specificity"]
     assert report["status"] == "completed" and report["accepted"] > 0

@@ -24,6 +24,7 @@ from ifsynth.warehouse.imports import import_release
 from ifsynth.warehouse.store import Warehouse
 from tests.conftest import INSTRUCTIR_SEEDS, SHARED_DATA, cli
 from tests.fake_openai import FakeOpenAI
+from tests.helpers import query
 from tests.test_instructir_flow import field, sensible
 
 
@@ -130,8 +131,8 @@ def test_instfol_reads_the_judges_token_logprobs(generated: dict[str, Any]) -> N
         sent = fake.stats()["requests"]
         again = instfol(wh, view, run, bare, judge)
         assert fake.stats()["requests"] == sent, "a second evaluation is answered from the cache"
-        texts = {d["doc_id"]: d["text"] for d in wh.sql("SELECT doc_id, text FROM release_docs")}
-        stored = wh.sql("SELECT logprobs FROM llm_calls WHERE stage = 'instfol' LIMIT 1")[0]["logprobs"]
+        texts = {d["doc_id"]: d["text"] for d in query(wh, "SELECT doc_id, text FROM release_docs")}
+        stored = query(wh, "SELECT logprobs FROM llm_calls WHERE stage = 'instfol' LIMIT 1")[0]["logprobs"]
     assert again == report and json.loads(stored)[0]["token"]
     expected = []
     for qid, row in view.queries["instructed"].items():

@@ -11,6 +11,7 @@ from ifsynth.flows.run.runner import execute
 from ifsynth.warehouse import audit
 from ifsynth.warehouse.store import Warehouse
 from tests.fake_openai import FakeOpenAI
+from tests.helpers import query
 from tests.test_instructir_flow import sensible
 
 
@@ -33,9 +34,10 @@ def test_faults_are_recorded_and_no_item_is_lost(tmp_path: Path) -> None:
         served = server.stats()
     with Warehouse(tmp_path / "w.duckdb", read_only=True) as wh:
         report = audit.funnel(wh, run_id)
-        (rows,) = wh.sql(
+        (rows,) = query(
+            wh,
             "SELECT count(*) FILTER (WHERE http_status = 429) AS r429, count(*) FILTER (WHERE http_status = 500) "
-            "AS r500, count(*) FILTER (WHERE finish_reason = 'length') AS length, count(*) AS total FROM llm_calls"
+            "AS r500, count(*) FILTER (WHERE finish_reason = 'length') AS length, count(*) AS total FROM llm_calls",
         )
     outcomes = served["by_outcome"]
     assert report["status"] == "completed"

@@ -15,13 +15,13 @@ import pytest
 
 from ifsynth.flows.evaluation import scoring as evaluate
 from ifsynth.flows.evaluation.retrieval import read_run
-from ifsynth.flows.exceptions import ConfigError
-from ifsynth.schemas.errors import IfsynthError
+from ifsynth.schemas.errors import ConfigError, IfsynthError
 from ifsynth.schemas.infir import FIELDS as INFIR_FIELDS
 from ifsynth.warehouse import stats as release_stats
 from ifsynth.warehouse.imports import import_release
 from ifsynth.warehouse.store import Warehouse
 from tests.conftest import SHARED_DATA, cli
+from tests.helpers import query
 
 INSTRUCTIR = SHARED_DATA / "instructir"
 
@@ -44,7 +44,7 @@ def test_instructir_public_files_give_the_published_figures(orig: tuple[Warehous
     assert s["rouge_l_within_group"] == pytest.approx(0.238, abs=0.002)
     assert s["positives_per_instance"] == 1.0 and s["missing"] == ["corpus.jsonl"]
     assert 0 < s["distinct_1"] < s["distinct_2"] < 1
-    rows = wh.sql("SELECT * FROM release_queries WHERE release = 'orig' AND query_id = '1078446_1'")
+    rows = query(wh, "SELECT * FROM release_queries WHERE release = 'orig' AND query_id = '1078446_1'")
     assert rows[0]["mode"] == "instructed" and rows[0]["group_id"] == "1078446"
     assert rows[0]["query"] == "wine cabinets definition" and rows[0]["instruction"].startswith("I am an interior")
 
@@ -53,7 +53,7 @@ def test_rouge_l_agrees_with_the_rouge_score_package(orig: tuple[Warehouse, dict
     scorer_module = pytest.importorskip("rouge_score.rouge_scorer")
     wh, _ = orig
     groups: dict[str, list[str]] = {}
-    for r in wh.sql("SELECT group_id, instruction FROM release_queries WHERE release = 'orig' ORDER BY query_id"):
+    for r in query(wh, "SELECT group_id, instruction FROM release_queries WHERE release = 'orig' ORDER BY query_id"):
         groups.setdefault(r["group_id"], []).append(r["instruction"])
     sample = [groups[g][:5] for g in sorted(groups)[:12]]
     for stem in (False, True):
@@ -118,7 +118,7 @@ def test_infosearch_folder_of_dimensions(tmp_path: Path) -> None:
     with Warehouse(tmp_path / "w.duckdb") as wh:
         report = import_release(wh, "infosearch", tmp_path / "pub", name="info")
         assert report["recipe"] == "infosearch" and report["missing"] == ["Audience/qrels_reversed/"]
-        rows = wh.sql("SELECT mode, query_id, group_id, instruction, meta FROM release_queries ORDER BY ALL")
+        rows = query(wh, "SELECT mode, query_id, group_id, instruction, meta FROM release_queries ORDER BY ALL")
         modes = {(r["mode"], r["query_id"]) for r in rows}
         # ids clash across dimensions, so they are prefixed with the dimension
         assert ("reversed", "Source/0") in modes and ("reversed", "Audience/0") not in modes
@@ -127,7 +127,7 @@ def test_infosearch_folder_of_dimensions(tmp_path: Path) -> None:
         assert source0["instruction"] == "as a blog" and source0["group_id"] == "Source/0"
         assert json.loads(source0["meta"]) == {"dimension": "Source"}
         assert next(r["group_id"] for r in rows if r["query_id"] == "Source/1") == "Source/0"
-        docs = wh.sql("SELECT doc_id, meta FROM release_docs WHERE doc_id = 'Source/a'")
+        docs = query(wh, "SELECT doc_id, meta FROM release_docs WHERE doc_id = 'Source/a'")
         assert json.loads(docs[0]["meta"]) == {"dimension": "Source"}
         run = evaluate.bm25_run(wh, evaluate.load(wh, "info"))
     # each dimension is searched over its own passages
@@ -191,9 +191,9 @@ def test_infir_rows_become_three_modes_per_tuple(tmp_path: Path, suffix: str) ->
         pq.write_table(pa.Table.from_pylist(infir_rows(2)), path)
     with Warehouse(tmp_path / "w.duckdb") as wh:
         import_release(wh, "infir", path, name="inf")
-        queries = wh.sql("SELECT mode, query_id, query, instruction FROM release_queries ORDER BY query_id, mode")
-        qrels = wh.sql("SELECT mode, query_id, doc_id, score FROM release_qrels WHERE score > 0 ORDER BY ALL")
-        docs = {d["doc_id"]: d for d in wh.sql("SELECT doc_id, text, meta FROM release_docs")}
+        queries = query(wh, "SELECT mode, query_id, query, instruction FROM release_queries ORDER BY query_id, mode")
+        qrels = query(wh, "SELECT mode, query_id, doc_id, score FROM release_qrels WHERE score > 0 ORDER BY ALL")
+        docs = {d["doc_id"]: d for d in query(wh, "SELECT doc_id, text, meta FROM release_docs")}
         s = release_stats.stats(wh, "inf")
     assert len(queries) == 6 and len(docs) == 6 and len(qrels) == 6
     first = {q["mode"]: (q["query"], q["instruction"]) for q in queries if q["query_id"] == "t0000001"}
@@ -230,7 +230,9 @@ def test_beir_folders_plain_and_instructed(tmp_path: Path) -> None:
     with Warehouse(tmp_path / "w.duckdb") as wh:
         a = import_release(wh, "beir", plain, name="plain")
         b = import_release(wh, "beir", sep, name="sep")
-        rows = wh.sql("SELECT release, mode, query_id, group_id, query, instruction FROM release_queries ORDER BY ALL")
+        rows = query(
+            wh, "SELECT release, mode, query_id, group_id, query, instruction FROM release_queries ORDER BY ALL"
+        )
     assert a["recipe"] == "beir" and a["missing"] == []
     assert b["recipe"] == "instructir" and b["missing"] == ["corpus.jsonl"]
     assert rows[0] == {"release": "plain", "mode": "original", "query_id": "q1", "group_id": "q1",

@@ -18,12 +18,13 @@ import yaml
 
 from ifsynth.flows.run.config import resolve
 from ifsynth.flows.run.runner import execute
+from ifsynth.schemas.errors import WarehouseError
 from ifsynth.warehouse import audit
-from ifsynth.warehouse.exceptions import WarehouseError
 from ifsynth.warehouse.export import export, release_for
 from ifsynth.warehouse.store import Warehouse
 from tests.conftest import INSTRUCTIR_SEEDS, REPO, cli
 from tests.fake_openai import FakeOpenAI
+from tests.helpers import query
 
 DEMO = REPO / "flows" / "demo_seeds"
 SEVEN = (
@@ -219,7 +220,8 @@ def test_exports_carry_exactly_the_seven_fields_and_no_newline(general: dict[str
 
 def test_the_newline_rule_is_on_record_wherever_it_cut(general: dict[str, Any]) -> None:
     with Warehouse(general["warehouse"], read_only=True) as wh:
-        cuts = wh.sql(
+        cuts = query(
+            wh,
             "SELECT v.stage, i.kind, v.reason FROM verdicts v JOIN items i USING (run_id, item_id) "
             "WHERE v.run_id = ? AND v.judge = 'rule:newline'",
             [general["run"]],

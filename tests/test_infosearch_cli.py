@@ -11,6 +11,7 @@ from ifsynth.schemas.config import DIMENSIONS
 from ifsynth.warehouse.store import Warehouse
 from tests.conftest import cli
 from tests.fake_openai import FakeOpenAI
+from tests.helpers import query
 
 # Random scores pass a judge 2 times in 5 and a core query needs every judge of its chain to pass, so with
 # strict settings almost nothing survives random answers. Opening the judges (the rules still apply) lets
@@ -37,7 +38,7 @@ def test_random_answers_still_complete_all_six_dimensions(tmp_path: Path) -> Non
         s = stages[name]
         assert s["in"] == s["out"] + s["rejected"] + s["parse_error"] + s["failed"], name
     with Warehouse(warehouse, read_only=True) as wh:
-        made = {r["dimension"] for r in wh.sql("SELECT DISTINCT payload->>'dimension' AS dimension FROM items")}
+        made = {r["dimension"] for r in query(wh, "SELECT DISTINCT payload->>'dimension' AS dimension FROM items")}
     assert made == set(DIMENSIONS)
     export = cli("--warehouse", str(warehouse), "export", "--format", "infosearch", "--out", str(out))
     assert export.returncode == 0, export.stderr

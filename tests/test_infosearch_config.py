@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from ifsynth.flows.exceptions import ConfigError
 from ifsynth.flows.recipes.infosearch.collect import dimension_source
 from ifsynth.flows.run.config import resolve
 from ifsynth.schemas.config import DIMENSIONS, InfoSearchParams
+from ifsynth.schemas.errors import ConfigError
 from tests.conftest import INSTRUCTIR_SEEDS
 
 BASE = {"seeds": "demo", "base_url": "http://127.0.0.1:9/v1", "model": "m"}

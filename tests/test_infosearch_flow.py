@@ -23,6 +23,7 @@ from ifsynth.warehouse.imports import import_release
 from ifsynth.warehouse.store import Warehouse
 from tests.conftest import REPO, cli
 from tests.fake_openai import FakeOpenAI
+from tests.helpers import query
 
 SEEDS = REPO / "flows" / "demo_seeds" / "infosearch"
 CHINESE = "这篇文章用中文完整地回答了这个问题，内容和原文一致。"
@@ -139,9 +140,9 @@ def test_every_core_query_ends_complete_in_every_dimension(good: dict[str, Any])
     assert (stages["judge_negatives"]["out"], stages["judge_negatives"]["rejected"]) == (18, 18)
     with Warehouse(good["warehouse"], read_only=True) as wh:
         release = release_for(wh, good["run_id"])
-        queries = wh.sql("SELECT * FROM release_queries WHERE release = ?", [release])
-        qrels = wh.sql("SELECT * FROM release_qrels WHERE release = ?", [release])
-        docs = wh.sql("SELECT * FROM release_docs WHERE release = ?", [release])
+        queries = query(wh, "SELECT * FROM release_queries WHERE release = ?", [release])
+        qrels = query(wh, "SELECT * FROM release_qrels WHERE release = ?", [release])
+        docs = query(wh, "SELECT * FROM release_docs WHERE release = ?", [release])
     cores: dict[str, set[str]] = {}
     for q in queries:
         cores.setdefault(q["group_id"], set()).add(json.loads(q["meta"])["condition"])
@@ -175,7 +176,7 @@ def test_every_core_query_ends_complete_in_every_dimension(good: dict[str, Any])
 def test_rewrites_and_keywords_land_in_their_documents(good: dict[str, Any]) -> None:
     with Warehouse(good["warehouse"], read_only=True) as wh:
         release = release_for(wh, good["run_id"])
-        docs = {d["doc_id"]: d for d in wh.sql("SELECT * FROM release_docs WHERE release = ?", [release])}
+        docs = {d["doc_id"]: d for d in query(wh, "SELECT * FROM release_docs WHERE release = ?", [release])}
     meta = {doc_id: json.loads(d["meta"]) for doc_id, d in docs.items()}
     assert docs["language-lang1_doc1"]["text"] == CHINESE and meta["language-lang1_doc1"]["origin"] == "rewrite"
     assert meta["language-lang1_doc2"] == {**meta["language-lang1_doc2"], "condition": "English", "origin": "seed"}
@@ -251,10 +252,12 @@ def test_a_second_run_is_answered_from_the_cache_and_exports_the_same_bytes(
 def test_the_export_reads_back_through_import_into_the_same_counts(good: dict[str, Any]) -> None:
     def counts(wh: Warehouse, release: str) -> dict[str, Any]:
         def per_mode(table: str, where: str = "") -> dict[str, int]:
-            rows = wh.sql(f"SELECT mode, count(*) AS n FROM {table} WHERE release = ? {where} GROUP BY mode", [release])
+            rows = query(
+                wh, f"SELECT mode, count(*) AS n FROM {table} WHERE release = ? {where} GROUP BY mode", [release]
+            )
             return {row["mode"]: row["n"] for row in rows}
 
-        docs = wh.sql("SELECT count(*) AS n FROM release_docs WHERE release = ?", [release])[0]["n"]
+        docs = query(wh, "SELECT count(*) AS n FROM release_docs WHERE release = ?", [release])[0]["n"]
         return {
             "docs": docs,
             "queries": per_mode("release_queries"),

@@ -16,6 +16,7 @@ from ifsynth.warehouse import audit
 from ifsynth.warehouse.export import export, release_for
 from ifsynth.warehouse.store import Warehouse
 from tests.fake_openai import FakeOpenAI
+from tests.helpers import query
 
 
 def field(text: str, label: str) -> str:
@@ -77,7 +78,7 @@ def test_the_filters_keep_exactly_the_instances_a_sensible_judge_passes(server: 
         assert (stages["judge_relevance"]["out"], stages["judge_relevance"]["rejected"]) == (15, 5)
         assert (stages["judge_specificity"]["out"], stages["judge_specificity"]["rejected"]) == (15, 0)
         assert stages["group_filter"]["out"] == 15 and report["accepted"] == 15
-        judges = {r["model"] for r in wh.sql("SELECT DISTINCT model FROM llm_calls WHERE stage LIKE 'judge%'")}
+        judges = {r["model"] for r in query(wh, "SELECT DISTINCT model FROM llm_calls WHERE stage LIKE 'judge%'")}
         assert judges == {"judge"}
         out = tmp_path / "beir"
         export(wh, release_for(wh, run_id), "beir", out)

@@ -7,11 +7,12 @@ from pathlib import Path
 
 import pytest
 
-from ifsynth.flows.exceptions import BudgetExhausted
 from ifsynth.flows.llm.gateway import Gateway
 from ifsynth.flows.llm.limits import AdaptiveLimit, Budget, RateLimit, parse_reset
+from ifsynth.schemas.errors import BudgetExhausted
 from ifsynth.warehouse.store import Warehouse
 from tests.fake_openai import FakeOpenAI
+from tests.helpers import query
 from tests.test_llm import GOOD, ask, config
 
 
@@ -187,7 +188,7 @@ def test_a_run_stopped_by_its_budget_is_marked_stopped_and_continues(tmp_path: P
         run_id = run()
         with Warehouse(warehouse, read_only=True) as wh:
             report = audit.funnel(wh, run_id)
-            (dupes,) = wh.sql("SELECT count(*) - count(DISTINCT key) AS n FROM llm_calls")
+            (dupes,) = query(wh, "SELECT count(*) - count(DISTINCT key) AS n FROM llm_calls")
     assert report["status"] == "completed" and report["accepted"] > 0
     assert report["llm_calls"]["sent"] == server.stats()["requests"] > 7
     assert dupes["n"] == 0, "nothing answered before the stop was asked again"

@@ -19,6 +19,7 @@ from ifsynth.schemas.answers import RelevanceJudgement
 from ifsynth.schemas.config import Endpoint, RunConfig
 from ifsynth.warehouse.store import Warehouse
 from tests.fake_openai import FakeOpenAI
+from tests.helpers import execute, query
 
 GOOD = {"explanation": "it answers", "score": 5}
 
@@ -43,7 +44,7 @@ def answer(fake: FakeOpenAI, warehouse: Warehouse, asks: list[Ask], **endpoint: 
 
 def calls(warehouse: Warehouse) -> list[dict[str, Any]]:
     warehouse.flush()
-    return warehouse.sql("SELECT key, http_status, error, response, attempt FROM llm_calls ORDER BY created_at")
+    return query(warehouse, "SELECT key, http_status, error, response, attempt FROM llm_calls ORDER BY created_at")
 
 
 @pytest.fixture
@@ -176,9 +177,9 @@ def test_the_key_never_reaches_the_warehouse(
     answer(fake, warehouse, [ask()])
     assert fake.headers[0]["authorization"] == f"Bearer {secret}"
     warehouse.flush()
-    dump = json.dumps(warehouse.sql("SELECT * FROM llm_calls"), default=str)
+    dump = json.dumps(query(warehouse, "SELECT * FROM llm_calls"), default=str)
     assert secret not in dump
-    warehouse.execute("CHECKPOINT")
+    execute(warehouse, "CHECKPOINT")
     assert secret.encode() not in warehouse.path.read_bytes()
 
 

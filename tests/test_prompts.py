@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from ifsynth.flows.run.registry import RECIPES
-from ifsynth.prompts.registry import PromptError, Prompts
+from ifsynth.prompts.registry import Prompts
+from ifsynth.schemas.errors import PromptError
 
 SAMPLE = {
     "query": "how do tides work",

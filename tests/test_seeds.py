@@ -8,15 +8,16 @@ from pathlib import Path
 
 import pytest
 
-from ifsynth.flows.exceptions import SeedError
 from ifsynth.flows.run.config import resolve
 from ifsynth.flows.run.context import RunContext
 from ifsynth.flows.seeds import open_source
 from ifsynth.flows.stages.select import select_seeds
 from ifsynth.prompts.registry import Prompts
 from ifsynth.schemas.config import InstructIRParams
+from ifsynth.schemas.errors import SeedError
 from ifsynth.warehouse.store import Warehouse
 from tests.conftest import INSTRUCTIR_SEEDS
+from tests.helpers import query
 
 
 def write_beir(root: Path, queries: dict[str, str], docs: dict[str, str], qrels: list[tuple[str, str, int]]) -> Path:
@@ -112,7 +113,7 @@ def test_selection_bands_one_positive_and_a_stable_sample(tmp_path: Path) -> Non
             ctx = RunContext("r", config, params, wh, Prompts(), open_source(config.seeds))
             counts = select_seeds(ctx, 1)
             kept = {i.payload["query_id"] for page in wh.items("r", "select") for i in page}
-            rejected = wh.sql("SELECT item_id, reason FROM verdicts WHERE decision = 'reject' ORDER BY item_id")
+            rejected = query(wh, "SELECT item_id, reason FROM verdicts WHERE decision = 'reject' ORDER BY item_id")
         assert (counts.n_in, counts.n_out, counts.rejected) == (20, 4, 11)
         return kept, rejected
 

@@ -9,11 +9,12 @@ from typing import Any
 
 import pytest
 
+from ifsynth.schemas.errors import WarehouseError
 from ifsynth.schemas.records import CallRecord
 from ifsynth.warehouse import store
-from ifsynth.warehouse.exceptions import WarehouseError
 from ifsynth.warehouse.store import Warehouse
 from tests.conftest import cli
+from tests.helpers import query
 
 
 def call(i: int, *, error: str | None = None) -> CallRecord:
@@ -33,7 +34,7 @@ def call(i: int, *, error: str | None = None) -> CallRecord:
 
 
 def committed(warehouse: Warehouse) -> int:
-    return warehouse.sql("SELECT count(*) AS n FROM llm_calls")[0]["n"]
+    return query(warehouse, "SELECT count(*) AS n FROM llm_calls")[0]["n"]
 
 
 def journal_lines(path: Path) -> int:
@@ -107,7 +108,7 @@ def test_both_journals_are_replayed_on_open(tmp_path: Path) -> None:
     lines = [call(i).model_dump_json() for i in (2, 3, 4)]  # call 2 in both; the last line was cut by the kill
     journal.write_text("\n".join(lines) + "\n" + call(5).model_dump_json()[:40], encoding="utf-8")
     with Warehouse(path) as warehouse:
-        rows = warehouse.sql("SELECT call_id FROM llm_calls ORDER BY call_id")
+        rows = query(warehouse, "SELECT call_id FROM llm_calls ORDER BY call_id")
         assert [row["call_id"] for row in rows] == [f"call-{i}" for i in range(5)]
     assert not sealed.exists()
 
@@ -124,7 +125,7 @@ def test_memory_limit_caps_duckdb_and_a_bad_one_is_one_clear_error(tmp_path: Pat
     path = tmp_path / "w.duckdb"
     with Warehouse(path, memory_limit="64MB") as warehouse:
         warehouse.add_call(call(1))
-        limit = warehouse.sql("SELECT current_setting('memory_limit') AS m")[0]["m"]
+        limit = query(warehouse, "SELECT current_setting('memory_limit') AS m")[0]["m"]
     assert limit == "61.0 MiB"  # DuckDB reads MB as 10^6 bytes and reports MiB
     with pytest.raises(WarehouseError, match="memory limit `lots` not understood"):
         Warehouse(path, memory_limit="lots")

@@ -5,12 +5,12 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from ifsynth.warehouse.exceptions import UnknownItem
+from ifsynth.schemas.errors import UnknownItem
 from ifsynth.warehouse.store import Warehouse
 
 
 def runs(warehouse: Warehouse) -> list[dict[str, Any]]:
-    return warehouse.sql(
+    return warehouse._sql(
         "SELECT r.run_id, r.name, r.recipe, r.status, r.started_at, r.ended_at, "
         "(SELECT count(DISTINCT q.query_id) FROM release_queries q JOIN releases s ON q.release = s.name "
         " WHERE s.run_id = r.run_id) AS accepted "
@@ -20,18 +20,18 @@ def runs(warehouse: Warehouse) -> list[dict[str, Any]]:
 
 def funnel(warehouse: Warehouse, ref: str | None = None) -> dict[str, Any]:
     run = warehouse.run(ref)
-    stages = warehouse.sql(
+    stages = warehouse._sql(
         'SELECT stage, n_in AS "in", n_out AS out, rejected, parse_error, failed, cached, sent '
         "FROM stage_counts WHERE run_id = ? ORDER BY ord",
         [run.run_id],
     )
-    calls = warehouse.sql(
+    calls = warehouse._sql(
         "SELECT count(*) AS sent, count(*) FILTER (WHERE error IS NOT NULL) AS failed, "
         "coalesce(sum(prompt_tokens), 0) AS prompt_tokens, coalesce(sum(completion_tokens), 0) AS completion_tokens, "
         "sum(cost) AS cost FROM llm_calls WHERE run_id = ?",
         [run.run_id],
     )[0]
-    accepted = warehouse.sql("SELECT count(*) AS n FROM items WHERE run_id = ? AND status = 'accepted'", [run.run_id])[
+    accepted = warehouse._sql("SELECT count(*) AS n FROM items WHERE run_id = ? AND status = 'accepted'", [run.run_id])[
         0
     ]["n"]
     for stage in stages:
@@ -57,7 +57,7 @@ def funnel(warehouse: Warehouse, ref: str | None = None) -> dict[str, Any]:
 
 def _judges(warehouse: Warehouse, run_id: str, stage: str) -> list[dict[str, Any]]:
     """Per-judge yields of a stage that decides its inputs several ways (InF-IR's three judgments)."""
-    rows = warehouse.sql(
+    rows = warehouse._sql(
         "SELECT judge, count(*) AS judged, count(*) FILTER (WHERE decision = 'pass') AS passed, "
         "count(*) FILTER (WHERE decision = 'reject') AS rejected, "
         "count(*) FILTER (WHERE decision IN ('parse_error', 'failed')) AS unanswered "
@@ -93,7 +93,7 @@ def audit(
         params.append(status)
     else:
         conditions.append("i.status NOT IN ('ok', 'accepted')")
-    rows = warehouse.sql(
+    rows = warehouse._sql(
         "SELECT i.item_id, i.kind, i.group_id, i.stage AS made_by, i.status, v.stage AS decided_by, v.judge, "
         "v.decision, v.score, v.threshold, v.reason, "
         "(SELECT list(f.judge ORDER BY f.judge) FROM verdicts f WHERE f.run_id = i.run_id AND f.item_id = i.item_id "
@@ -118,19 +118,19 @@ def show(warehouse: Warehouse, item: str, ref: str | None = None) -> dict[str, A
         parents.append(parent)
         frontier.extend(p for p in parent["parent_ids"] if p not in seen)
         seen.update(parent["parent_ids"])
-    verdicts = warehouse.sql(
+    verdicts = warehouse._sql(
         "SELECT stage, judge, decision, score, threshold, reason, call_key FROM verdicts "
         "WHERE run_id = ? AND item_id = ? ORDER BY created_at",
         [run_id, item],
     )
     keys = list(record["call_keys"]) + [v["call_key"] for v in verdicts if v["call_key"]]
-    used_by = warehouse.sql(
+    used_by = warehouse._sql(
         "SELECT item_id, kind, stage, status FROM items WHERE run_id = ? AND list_contains(parent_ids, ?) "
         "ORDER BY stage, item_id",
         [run_id, item],
     )
     for child in used_by:  # what became of this item downstream, e.g. the judgments of a tuple it is part of
-        child["verdicts"] = warehouse.sql(
+        child["verdicts"] = warehouse._sql(
             "SELECT stage, judge, decision, score, threshold, reason, call_key FROM verdicts "
             "WHERE run_id = ? AND item_id = ? ORDER BY judge",
             [run_id, child["item_id"]],
@@ -146,7 +146,7 @@ def show(warehouse: Warehouse, item: str, ref: str | None = None) -> dict[str, A
 
 
 def _latest_run_with(warehouse: Warehouse, item: str) -> str:
-    rows = warehouse.sql(
+    rows = warehouse._sql(
         "SELECT i.run_id FROM items i JOIN runs r USING (run_id) WHERE i.item_id = ? "
         "ORDER BY r.started_at DESC LIMIT 1",
         [item],
@@ -157,7 +157,7 @@ def _latest_run_with(warehouse: Warehouse, item: str) -> str:
 
 
 def _item(warehouse: Warehouse, run_id: str, item: str) -> dict[str, Any]:
-    rows = warehouse.sql("SELECT * FROM items WHERE run_id = ? AND item_id = ?", [run_id, item])
+    rows = warehouse._sql("SELECT * FROM items WHERE run_id = ? AND item_id = ?", [run_id, item])
     if not rows:
         raise UnknownItem(item)
     row = rows[0]
@@ -167,7 +167,7 @@ def _item(warehouse: Warehouse, run_id: str, item: str) -> dict[str, Any]:
 
 def _call(warehouse: Warehouse, key: str) -> dict[str, Any]:
     """The answer a key stands for (the successful attempt if there is one), with its failed attempts."""
-    attempts = warehouse.sql(
+    attempts = warehouse._sql(
         "SELECT call_id, template, template_hash, base_url, model, request, response, finish_reason, "
         "prompt_tokens, completion_tokens, latency_ms, cost, http_status, error, attempt, created_at "
         "FROM llm_calls WHERE key = ? ORDER BY (error IS NULL) DESC, created_at",

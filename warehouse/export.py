@@ -13,8 +13,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import yaml
 
+from ifsynth.schemas.errors import UnknownRelease, WarehouseError
 from ifsynth.warehouse import export_infir
-from ifsynth.warehouse.exceptions import UnknownRelease, WarehouseError
 from ifsynth.warehouse.store import Warehouse
 
 Format = Literal["beir", "mteb", "jsonl", "parquet", "infosearch", "infir", "triplets", "hf"]
@@ -25,17 +25,17 @@ _QUERY_ORDER = "ORDER BY q.group_id, TRY_CAST(string_split(q.query_id, '_')[-1] 
 
 def release_for(warehouse: Warehouse, ref: str | None) -> str:
     """The release of a run (by run id or name; the newest run by default), or a release by its name."""
-    if ref is not None and warehouse.sql("SELECT 1 FROM releases WHERE name = ?", [ref]):
+    if ref is not None and warehouse._sql("SELECT 1 FROM releases WHERE name = ?", [ref]):
         return ref
     run = warehouse.run(ref)
-    rows = warehouse.sql("SELECT name FROM releases WHERE run_id = ?", [run.run_id])
+    rows = warehouse._sql("SELECT name FROM releases WHERE run_id = ?", [run.run_id])
     if not rows:
         raise WarehouseError(f"run {run.run_id} has no release yet (status {run.status}); run it to completion first")
     return rows[0]["name"]
 
 
 def export(warehouse: Warehouse, release: str, fmt: Format, out: str | Path) -> list[Path]:
-    meta = warehouse.sql("SELECT * FROM releases WHERE name = ?", [release])
+    meta = warehouse._sql("SELECT * FROM releases WHERE name = ?", [release])
     if not meta:
         raise UnknownRelease(release)
     card = json.loads(meta[0]["card"])
@@ -44,15 +44,15 @@ def export(warehouse: Warehouse, release: str, fmt: Format, out: str | Path) -> 
         raise WarehouseError(f"--format {fmt} is for infir releases; release {release} is {recipe}")
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
-    docs = warehouse.sql(
+    docs = warehouse._sql(
         "SELECT doc_id, title, text, meta FROM release_docs WHERE release = ? ORDER BY doc_id", [release]
     )
-    queries = warehouse.sql(
+    queries = warehouse._sql(
         "SELECT mode, query_id, group_id, query, instruction, meta FROM release_queries q "
         f"WHERE release = ? {_QUERY_ORDER}",
         [release],
     )
-    qrels = warehouse.sql(
+    qrels = warehouse._sql(
         "SELECT r.mode, r.query_id, r.doc_id, r.score FROM release_qrels r "
         "JOIN release_queries q USING (release, mode, query_id) "
         f"WHERE r.release = ? {_QUERY_ORDER}, r.doc_id",

@@ -11,8 +11,8 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from ifsynth.schemas.errors import WarehouseError
 from ifsynth.schemas.infir import FIELDS, MODES
-from ifsynth.warehouse.exceptions import WarehouseError
 
 RECIPE = "infir"
 FORMATS = ("infir", "triplets", "hf")

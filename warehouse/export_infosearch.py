@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from ifsynth.warehouse.exceptions import WarehouseError
+from ifsynth.schemas.errors import WarehouseError
 
 MODES = ("og", "changed", "reversed")
 

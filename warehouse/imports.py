@@ -19,17 +19,13 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from ifsynth.schemas.errors import ImportFailed
 from ifsynth.schemas.infir import FIELDS, MODES
-from ifsynth.warehouse.exceptions import WarehouseError
 from ifsynth.warehouse.store import Warehouse
 
 FORMATS: tuple[str, ...] = ("beir", "instructir", "infosearch", "followir", "infir")
 SEP = "[SEP]"
 _INSTANCE_ID = re.compile(r"^(.+)_(\d+)$")
-
-
-class ImportFailed(WarehouseError):
-    """A folder that cannot be read as the format asked for."""
 
 
 @dataclass
@@ -66,7 +62,7 @@ def import_release(warehouse: Warehouse, fmt: str, directory: str | Path, name: 
     if not path.exists():
         raise ImportFailed(f"no file or folder `{path}`; give the folder of a {fmt} release")
     name = name or path.resolve().name
-    if warehouse.sql("SELECT 1 FROM releases WHERE name = ?", [name]):
+    if warehouse._sql("SELECT 1 FROM releases WHERE name = ?", [name]):
         raise ImportFailed(f"a release named `{name}` already exists; pass --name with another name")
     try:
         imported = READERS[fmt](path)

@@ -18,7 +18,7 @@ from typing import Any
 
 import Stemmer
 
-from ifsynth.warehouse.exceptions import UnknownRelease, UnknownRun
+from ifsynth.schemas.errors import UnknownRelease, UnknownRun
 from ifsynth.warehouse.export import release_for
 from ifsynth.warehouse.store import Warehouse
 
@@ -110,7 +110,7 @@ def find_release(warehouse: Warehouse, ref: str) -> str:
 
 
 def release_meta(warehouse: Warehouse, release: str) -> dict[str, Any]:
-    rows = warehouse.sql("SELECT name, run_id, recipe, source, card FROM releases WHERE name = ?", [release])
+    rows = warehouse._sql("SELECT name, run_id, recipe, source, card FROM releases WHERE name = ?", [release])
     if not rows:
         raise UnknownRelease(release)
     return rows[0]
@@ -124,27 +124,27 @@ def stats(warehouse: Warehouse, release: str) -> dict[str, Any]:
     meta = release_meta(warehouse, release)
     modes = [
         r["mode"]
-        for r in warehouse.sql("SELECT DISTINCT mode FROM release_queries WHERE release = ? ORDER BY mode", [release])
+        for r in warehouse._sql("SELECT DISTINCT mode FROM release_queries WHERE release = ? ORDER BY mode", [release])
     ]
     mode = instructed_mode(modes) if modes else None
-    rows = warehouse.sql(
+    rows = warehouse._sql(
         "SELECT query_id, group_id, query, instruction FROM release_queries WHERE release = ? AND mode = ? "
         "ORDER BY group_id, query_id",
         [release, mode],
     )
-    counts = warehouse.sql(
+    counts = warehouse._sql(
         "SELECT count(DISTINCT group_id) AS queries, count(DISTINCT query_id) AS instances "
         "FROM release_queries WHERE release = ?",
         [release],
     )[0]
-    corpus = warehouse.sql("SELECT count(*) AS n FROM release_docs WHERE release = ?", [release])[0]["n"]
-    positives = warehouse.sql(
+    corpus = warehouse._sql("SELECT count(*) AS n FROM release_docs WHERE release = ?", [release])[0]["n"]
+    positives = warehouse._sql(
         "SELECT avg(n) AS mean FROM (SELECT count(r.doc_id) FILTER (WHERE r.score > 0) AS n "
         "FROM release_queries q LEFT JOIN release_qrels r USING (release, mode, query_id) "
         "WHERE q.release = ? AND q.mode = ? GROUP BY q.query_id)",
         [release, mode],
     )[0]["mean"]
-    passages = [r["text"] for r in warehouse.sql("SELECT text FROM release_docs WHERE release = ?", [release])]
+    passages = [r["text"] for r in warehouse._sql("SELECT text FROM release_docs WHERE release = ?", [release])]
     groups: dict[str, list[str]] = {}
     for r in rows:
         if r["instruction"]:
@@ -184,8 +184,8 @@ def _missing(meta: dict[str, Any]) -> list[str]:
 
 def _generation(warehouse: Warehouse, run_id: str, kept: int) -> dict[str, Any]:
     """Per-stage yield and what one kept instance cost in tokens (and dollars, when prices were configured)."""
-    stages = warehouse.sql("SELECT stage, n_in, n_out FROM stage_counts WHERE run_id = ? ORDER BY ord", [run_id])
-    calls = warehouse.sql(
+    stages = warehouse._sql("SELECT stage, n_in, n_out FROM stage_counts WHERE run_id = ? ORDER BY ord", [run_id])
+    calls = warehouse._sql(
         "SELECT coalesce(sum(prompt_tokens), 0) AS prompt, coalesce(sum(completion_tokens), 0) AS completion, "
         "sum(cost) AS cost FROM llm_calls WHERE run_id = ? AND error IS NULL",
         [run_id],
@@ -212,8 +212,8 @@ def diff(warehouse: Warehouse, a: str, b: str) -> dict[str, Any]:
         ("core_queries", "SELECT DISTINCT query AS t FROM release_queries WHERE release = ?"),
         ("passages", "SELECT DISTINCT text AS t FROM release_docs WHERE release = ?"),
     ):
-        x = {r["t"] for r in warehouse.sql(sql, [a])}
-        y = {r["t"] for r in warehouse.sql(sql, [b])}
+        x = {r["t"] for r in warehouse._sql(sql, [a])}
+        y = {r["t"] for r in warehouse._sql(sql, [b])}
         shared[what] = {
             "a": len(x),
             "b": len(y),

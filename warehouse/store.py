@@ -14,7 +14,7 @@ import os
 import re
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Collection, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from datetime import datetime
 from importlib import resources
@@ -24,8 +24,8 @@ from typing import Any, BinaryIO, Literal, Self
 import duckdb
 import pyarrow as pa
 
+from ifsynth.schemas.errors import UnknownRun, WarehouseError, WarehouseInUse
 from ifsynth.schemas.records import CallRecord, ItemRecord, RunRecord, StageCounts, VerdictRecord
-from ifsynth.warehouse.exceptions import UnknownRun, WarehouseError, WarehouseInUse
 
 FLUSH_ROWS = 2000
 FLUSH_SECONDS = 2.0
@@ -183,7 +183,7 @@ class Warehouse:
                 self._cursors.append(cursor)
         return cursor
 
-    def sql(
+    def _sql(
         self, query: str, params: Sequence[Any] | None = None, *, tables: dict[str, pa.Table] | None = None
     ) -> list[dict[str, Any]]:
         """Run a read query and return its rows as dicts; ``tables`` are Arrow tables it may join."""
@@ -198,11 +198,11 @@ class Warehouse:
             for name in tables or {}:
                 cursor.unregister(name)
 
-    def execute(
+    def _execute(
         self, query: str, params: Sequence[Any] | None = None, *, tables: dict[str, pa.Table] | None = None
     ) -> None:
         with self._lock:
-            self.sql(query, params, tables=tables)
+            self._sql(query, params, tables=tables)
 
     # -- buffered writes ---------------------------------------------------------------------------
 
@@ -349,7 +349,7 @@ class Warehouse:
                     found[key] = row
         missing = [k for k in wanted if k not in found]
         if missing:
-            rows = self.sql(
+            rows = self._sql(
                 "SELECT * FROM llm_calls WHERE error IS NULL AND key IN (SELECT unnest(?::VARCHAR[])) "
                 "ORDER BY created_at",
                 [missing],
@@ -362,7 +362,7 @@ class Warehouse:
 
     def pending_batch(self, run_id: str, base_url: str, request_set: str) -> str | None:
         """The batch an earlier invocation submitted for exactly these requests, if it is still to be ingested."""
-        rows = self.sql(
+        rows = self._sql(
             "SELECT batch_id FROM llm_batches WHERE run_id = ? AND base_url = ? AND request_set = ? "
             "AND status = 'submitted' ORDER BY created_at DESC LIMIT 1",
             [run_id, base_url, request_set],
@@ -371,18 +371,18 @@ class Warehouse:
 
     def add_batch(self, batch_id: str, run_id: str, stage: str, base_url: str, request_set: str, n: int) -> None:
         """Recorded before polling starts, so a run stopped while it waits polls the same batch when rerun."""
-        self.execute(
+        self._execute(
             "INSERT INTO llm_batches VALUES (?, ?, ?, ?, ?, ?, 'submitted', ?)",
             [batch_id, run_id, stage, base_url, request_set, n, datetime.now()],
         )
 
     def set_batch_status(self, batch_id: str, status: Literal["ingested", "failed"]) -> None:
-        self.execute("UPDATE llm_batches SET status = ? WHERE batch_id = ?", [status, batch_id])
+        self._execute("UPDATE llm_batches SET status = ? WHERE batch_id = ?", [status, batch_id])
 
     # -- runs --------------------------------------------------------------------------------------
 
     def start_run(self, run: RunRecord) -> None:
-        self.execute(
+        self._execute(
             "INSERT OR REPLACE INTO runs VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             [
                 run.run_id,
@@ -400,16 +400,21 @@ class Warehouse:
 
     def resumable_run(self, fingerprint: str) -> str | None:
         """The newest unfinished run with this fingerprint: running it again continues it."""
-        rows = self.sql(
+        rows = self._sql(
             "SELECT run_id FROM runs WHERE fingerprint = ? AND status IN ('interrupted', 'failed', 'stopped') "
             "ORDER BY started_at DESC LIMIT 1",
             [fingerprint],
         )
         return rows[0]["run_id"] if rows else None
 
+    def name_taken(self, name: str, fingerprint: str) -> str | None:
+        """The run that already carries ``name`` with another fingerprint (another config), if any."""
+        rows = self._sql("SELECT run_id FROM runs WHERE name = ? AND fingerprint <> ?", [name, fingerprint])
+        return rows[0]["run_id"] if rows else None
+
     def finish_run(self, run_id: str, status: str, error: str | None = None) -> None:
         self.flush()
-        self.execute(
+        self._execute(
             "UPDATE runs SET status = ?, ended_at = ?, error = ? WHERE run_id = ?",
             [status, datetime.now(), error, run_id],
         )
@@ -417,9 +422,9 @@ class Warehouse:
     def run(self, ref: str | None = None) -> RunRecord:
         """A run by id or name; the newest run when ``ref`` is None."""
         if ref is None:
-            rows = self.sql("SELECT * FROM runs ORDER BY started_at DESC LIMIT 1")
+            rows = self._sql("SELECT * FROM runs ORDER BY started_at DESC LIMIT 1")
         else:
-            rows = self.sql(
+            rows = self._sql(
                 "SELECT * FROM runs WHERE run_id = ? OR name = ? ORDER BY started_at DESC LIMIT 1", [ref, ref]
             )
         if not rows:
@@ -441,7 +446,7 @@ class Warehouse:
 
     def record_stage(self, run_id: str, ord_: int, counts: StageCounts) -> None:
         self.flush()
-        self.execute(
+        self._execute(
             "INSERT OR REPLACE INTO stage_counts VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             [
                 run_id,
@@ -457,11 +462,26 @@ class Warehouse:
             ],
         )
 
+    def stage_rows(self, run_id: str) -> list[dict[str, Any]]:
+        """A run's recorded stage counts in run order (what a release card's funnel shows)."""
+        return self._sql(
+            "SELECT stage, n_in, n_out, rejected, parse_error, failed FROM stage_counts WHERE run_id = ? ORDER BY ord",
+            [run_id],
+        )
+
+    def count_groups(self, run_id: str, stage: str) -> int:
+        """How many groups (seeds, core queries) a stage's items, of any status, belong to."""
+        self.flush()
+        rows = self._sql(
+            "SELECT count(DISTINCT group_id) AS n FROM items WHERE run_id = ? AND stage = ?", [run_id, stage]
+        )
+        return int(rows[0]["n"])
+
     def set_status(self, run_id: str, item_ids: Sequence[str], status: str) -> None:
         if not item_ids:
             return
         self.flush()
-        self.execute(
+        self._execute(
             "UPDATE items SET status = ? WHERE run_id = ? AND item_id IN (SELECT item_id FROM ids)",
             [status, run_id],
             tables={"ids": pa.table({"item_id": list(item_ids)})},
@@ -474,7 +494,7 @@ class Warehouse:
         self.flush()
         groups = [
             row["group_id"]
-            for row in self.sql(
+            for row in self._sql(
                 "SELECT DISTINCT group_id FROM items WHERE run_id = ? AND stage = ? ORDER BY group_id",
                 [run_id, stage],
             )
@@ -482,7 +502,7 @@ class Warehouse:
         condition = "" if status is None else "AND status = ?"
         for start in range(0, len(groups), page):
             params = [run_id, stage] + ([status] if status else [])
-            rows = self.sql(
+            rows = self._sql(
                 f"SELECT * FROM items WHERE run_id = ? AND stage = ? {condition} "
                 "AND group_id IN (SELECT group_id FROM chunk) ORDER BY group_id, ord, item_id",
                 params,
@@ -492,7 +512,7 @@ class Warehouse:
 
     def count_items(self, run_id: str, stage: str, status: str = "ok") -> int:
         self.flush()
-        rows = self.sql(
+        rows = self._sql(
             "SELECT count(*) AS n FROM items WHERE run_id = ? AND stage = ? AND status = ?", [run_id, stage, status]
         )
         return int(rows[0]["n"])
@@ -504,6 +524,31 @@ class Warehouse:
         return ItemRecord.model_validate(row)
 
     # -- releases ----------------------------------------------------------------------------------
+
+    def release_passages(
+        self, release: str, *, doc_ids: Collection[str] | None = None, dimension: str | None = None
+    ) -> list[dict[str, Any]]:
+        """A release's passages (doc_id, title, text) by doc id: those in ``doc_ids`` when given; with a
+        ``dimension``, that InfoSearch dimension's own and those of no dimension."""
+        wanted = pa.table({"doc_id": sorted(doc_ids)}) if doc_ids is not None else None
+        return self._sql(
+            "SELECT doc_id, title, text FROM release_docs WHERE release = ? "
+            f"{'AND doc_id IN (SELECT doc_id FROM wanted) ' if wanted is not None else ''}"
+            "AND (?::VARCHAR IS NULL OR meta->>'dimension' IS NULL OR meta->>'dimension' = ?) ORDER BY doc_id",
+            [release, dimension, dimension],
+            tables={"wanted": wanted} if wanted is not None else None,
+        )
+
+    def release_queries(self, release: str) -> list[dict[str, Any]]:
+        """A release's queries with their mode, group, instruction and InfoSearch dimension."""
+        return self._sql(
+            "SELECT mode, query_id, group_id, query, instruction, meta->>'dimension' AS dimension "
+            "FROM release_queries WHERE release = ?",
+            [release],
+        )
+
+    def release_qrels(self, release: str) -> list[dict[str, Any]]:
+        return self._sql("SELECT mode, query_id, doc_id, score FROM release_qrels WHERE release = ?", [release])
 
     def write_release(
         self,

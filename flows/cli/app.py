@@ -18,8 +18,7 @@ import typer
 from rich.console import Console
 from rich.table import Column, Table
 
-from ifsynth.flows.exceptions import BudgetExhausted
-from ifsynth.schemas.errors import IfsynthError
+from ifsynth.schemas.errors import BudgetExhausted, IfsynthError
 from ifsynth.warehouse import audit as audit_queries
 from ifsynth.warehouse.export import FORMATS, release_for
 from ifsynth.warehouse.export import export as export_release

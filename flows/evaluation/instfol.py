@@ -14,12 +14,12 @@ from typing import Any
 from ifsynth.flows.evaluation import metrics
 from ifsynth.flows.evaluation.retrieval import Run
 from ifsynth.flows.evaluation.scoring import ReleaseView
-from ifsynth.flows.exceptions import ConfigError
 from ifsynth.flows.llm.gateway import Gateway
 from ifsynth.flows.llm.requests import Ask, Reply
 from ifsynth.prompts.registry import Prompts
 from ifsynth.schemas.answers import instruction_fit
 from ifsynth.schemas.config import Endpoint, RunConfig
+from ifsynth.schemas.errors import ConfigError
 from ifsynth.warehouse.stats import instructed_mode
 from ifsynth.warehouse.store import Warehouse
 
@@ -135,11 +135,5 @@ async def _ask(config: RunConfig, warehouse: Warehouse, run_id: str, asks: list[
 
 
 def _passages(warehouse: Warehouse, release: str, docs: set[str]) -> dict[str, str]:
-    import pyarrow as pa
-
-    rows = warehouse.sql(
-        "SELECT doc_id, title, text FROM release_docs WHERE release = ? AND doc_id IN (SELECT doc_id FROM wanted)",
-        [release],
-        tables={"wanted": pa.table({"doc_id": sorted(docs)})},
-    )
+    rows = warehouse.release_passages(release, doc_ids=docs)
     return {r["doc_id"]: f"{r['title']} {r['text']}".strip() for r in rows}

@@ -10,7 +10,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from ifsynth.flows.evaluation.metrics import ranking
-from ifsynth.flows.exceptions import ConfigError
+from ifsynth.schemas.errors import ConfigError
 
 Run = dict[str, dict[str, float]]
 DECIMALS = 6

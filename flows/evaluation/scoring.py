@@ -16,7 +16,7 @@ from typing import Any
 from ifsynth.flows.evaluation import metrics
 from ifsynth.flows.evaluation.metrics import Reference, Triple
 from ifsynth.flows.evaluation.retrieval import Run
-from ifsynth.flows.exceptions import ConfigError
+from ifsynth.schemas.errors import ConfigError
 from ifsynth.warehouse.stats import instructed_mode, release_meta
 from ifsynth.warehouse.store import Warehouse
 
@@ -81,24 +81,16 @@ class ReleaseView:
 def load(warehouse: Warehouse, release: str) -> ReleaseView:
     meta = release_meta(warehouse, release)
     view = ReleaseView(release, meta["recipe"], list(json.loads(meta["card"]).get("missing", [])))
-    for row in warehouse.sql(
-        "SELECT mode, query_id, group_id, query, instruction, meta->>'dimension' AS dimension "
-        "FROM release_queries WHERE release = ?",
-        [release],
-    ):
+    for row in warehouse.release_queries(release):
         view.queries.setdefault(row["mode"], {})[row["query_id"]] = row
-    for row in warehouse.sql("SELECT mode, query_id, doc_id, score FROM release_qrels WHERE release = ?", [release]):
+    for row in warehouse.release_qrels(release):
         view.qrels.setdefault(row["mode"], {}).setdefault(row["query_id"], {})[row["doc_id"]] = row["score"]
     return view
 
 
 def corpus(warehouse: Warehouse, view: ReleaseView, dimension: str | None = None) -> list[tuple[str, str]]:
     """The passages to index: one dimension's own and those of no dimension, or, without one, all."""
-    rows = warehouse.sql(
-        "SELECT doc_id, title, text FROM release_docs WHERE release = ? "
-        "AND (?::VARCHAR IS NULL OR meta->>'dimension' IS NULL OR meta->>'dimension' = ?) ORDER BY doc_id",
-        [view.name, dimension, dimension],
-    )
+    rows = warehouse.release_passages(view.name, dimension=dimension)
     if not rows:
         lacking = f" (its import lacked {', '.join(view.missing)})" if view.missing else ""
         raise ConfigError(

@@ -19,7 +19,6 @@ from typing import Any
 import openai
 from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt
 
-from ifsynth.flows.exceptions import BudgetExhausted
 from ifsynth.flows.llm import batch
 from ifsynth.flows.llm.answers import call_cost, decode_completion, parse_answer
 from ifsynth.flows.llm.limits import Budget
@@ -27,6 +26,7 @@ from ifsynth.flows.llm.requests import Ask, Reply, Request
 from ifsynth.flows.llm.retry import Backoff, is_transient, pause
 from ifsynth.flows.llm.route import Route
 from ifsynth.schemas.config import Endpoint, Role, RunConfig
+from ifsynth.schemas.errors import BudgetExhausted
 from ifsynth.schemas.records import CallRecord
 from ifsynth.warehouse.keys import cache_key, canonical_request
 from ifsynth.warehouse.store import Warehouse

@@ -19,7 +19,7 @@ from collections import deque
 from collections.abc import Awaitable, Callable, Mapping
 from types import TracebackType
 
-from ifsynth.flows.exceptions import BudgetExhausted
+from ifsynth.schemas.errors import BudgetExhausted
 
 
 class AdaptiveLimit:

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 import httpx2
 
-from ifsynth.flows.exceptions import LocalModelUnavailable
+from ifsynth.schemas.errors import LocalModelUnavailable
 
 if TYPE_CHECKING:
     import xgrammar

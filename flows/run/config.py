@@ -14,10 +14,10 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
-from ifsynth.flows.exceptions import ConfigError
 from ifsynth.flows.llm.local_model import LOCAL_BASE_URL, LOCAL_MODEL
 from ifsynth.flows.run.registry import recipe
 from ifsynth.schemas.config import Endpoint, RunConfig
+from ifsynth.schemas.errors import ConfigError
 
 OPENAI_BASE_URL = "https://api.openai.com/v1"
 OPENAI_DEFAULT_MODEL = "gpt-4o-mini"

@@ -11,7 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from ifsynth.flows.exceptions import ConfigError
+from ifsynth.schemas.errors import ConfigError
 
 if TYPE_CHECKING:
     from ifsynth.flows.run.stage import Stage

@@ -9,7 +9,6 @@ from datetime import datetime
 from importlib.metadata import version
 from pathlib import Path
 
-from ifsynth.flows.exceptions import BudgetExhausted, ConfigError
 from ifsynth.flows.llm.limits import Budget
 from ifsynth.flows.llm.route import public_url
 from ifsynth.flows.run.context import NoProgress, Progress, RunContext, activate, deactivate
@@ -17,6 +16,7 @@ from ifsynth.flows.run.registry import recipe
 from ifsynth.flows.seeds import open_source
 from ifsynth.prompts.registry import Prompts
 from ifsynth.schemas.config import RunConfig
+from ifsynth.schemas.errors import BudgetExhausted, ConfigError
 from ifsynth.schemas.records import RunRecord, StageCounts
 from ifsynth.warehouse.keys import canonical, sha256
 from ifsynth.warehouse.store import Warehouse
@@ -86,9 +86,9 @@ def execute(
         if run_id is None:
             run_id = f"{config.recipe}-{datetime.now():%Y%m%d-%H%M%S}-{secrets.token_hex(2)}"
         name = config.name or run_id
-        clash = warehouse.sql("SELECT run_id FROM runs WHERE name = ? AND fingerprint <> ?", [name, print_])
+        clash = warehouse.name_taken(name, print_)
         if clash:
-            raise ConfigError(f"run name `{name}` is taken by run {clash[0]['run_id']} with another config")
+            raise ConfigError(f"run name `{name}` is taken by run {clash} with another config")
         started = datetime.now()
         if resumed:
             started = warehouse.run(run_id).started_at

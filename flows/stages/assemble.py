@@ -184,10 +184,7 @@ def _schema(*names: str) -> pa.Schema:
 def _card(ctx: RunContext, assemble: StageCounts, **counts: int) -> dict[str, Any]:
     """What a reader of the release needs to know; nothing that differs between identical runs."""
     config = ctx.config
-    stages = ctx.warehouse.sql(
-        "SELECT stage, n_in, n_out, rejected, parse_error, failed FROM stage_counts WHERE run_id = ? ORDER BY ord",
-        [ctx.run_id],
-    )
+    stages = ctx.warehouse.stage_rows(ctx.run_id)
     stages = [row for row in stages if row["stage"] != STAGE]
     stages.append(assemble.model_dump(include={"stage", "n_in", "n_out", "rejected", "parse_error", "failed"}))
     return {

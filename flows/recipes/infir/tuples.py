@@ -17,9 +17,7 @@ STAGE = "tuples"
 
 
 def make_tuples(ctx: RunContext, order: int, *, source: str = "rewrite") -> StageCounts:
-    groups = ctx.warehouse.sql(
-        "SELECT count(DISTINCT group_id) AS n FROM items WHERE run_id = ? AND stage = ?", [ctx.run_id, source]
-    )[0]["n"]
+    groups = ctx.warehouse.count_groups(ctx.run_id, source)
     writer = StageWriter(ctx, STAGE, order, total=groups)
     for page in ctx.warehouse.items(ctx.run_id, source, status=None):
         members: dict[str, dict[str, ItemRecord]] = {}
