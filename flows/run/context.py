@@ -1,18 +1,26 @@
-"""What every stage of a run needs, found by run id.
+"""What every stage of a run needs, found by run id, and how a process that did not start the run gets it.
 
-Prefect records flow and task parameters, so tasks take only the run id (never a connection or a key) and
-look up the live context of this process here.
+Prefect records flow and task parameters, so flows take only the run id and the warehouse's location (never a
+connection or a key) and tasks only the run id. The CLI's runner builds the context and makes it active before
+it calls the flow; any other process (a Prefect worker, a served flow, a plain ``python -c``) rebuilds it with
+``attach`` from what the warehouse recorded when the run started, its keys from its own environment.
 """
 
 from __future__ import annotations
 
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Protocol
 
 from ifsynth.flows.llm.limits import Budget
-from ifsynth.flows.seeds import SeedSource
+from ifsynth.flows.run.registry import recipe
+from ifsynth.flows.seeds import SeedSource, open_source
 from ifsynth.prompts.registry import Prompts
 from ifsynth.schemas.config import RecipeParams, RunConfig
+from ifsynth.schemas.errors import BudgetExhausted
 from ifsynth.schemas.records import StageCounts
 from ifsynth.warehouse.store import Warehouse
 
@@ -47,6 +55,20 @@ class RunContext:
     progress: Progress = field(default_factory=NoProgress)
     budget: Budget = field(default_factory=Budget)
 
+    @classmethod
+    def build(
+        cls,
+        run_id: str,
+        config: RunConfig,
+        warehouse: Warehouse,
+        progress: Progress | None = None,
+        budget: Budget | None = None,
+    ) -> RunContext:
+        """The context of a run with this config: its parameters, templates and seeds."""
+        params = recipe(config.recipe).params.model_validate(config.params)
+        prompts, source = Prompts(config.prompts_dir), open_source(config.seeds)
+        return cls(run_id, config, params, warehouse, prompts, source, progress or NoProgress(), budget or Budget())
+
     @property
     def recipe(self) -> str:
         return self.config.recipe
@@ -68,3 +90,40 @@ def deactivate(run_id: str) -> None:
 
 def context(run_id: str) -> RunContext:
     return _ACTIVE[run_id]
+
+
+@contextmanager
+def recorded(warehouse: Warehouse, run_id: str) -> Iterator[None]:
+    """The run's status when the block ends: completed, or stopped (budget), interrupted or failed."""
+    try:
+        yield
+    except BudgetExhausted as exc:
+        warehouse.finish_run(run_id, "stopped", str(exc))
+        raise
+    except KeyboardInterrupt:
+        warehouse.finish_run(run_id, "interrupted", "interrupted by the user")
+        raise
+    except BaseException as exc:
+        warehouse.finish_run(run_id, "failed", f"{type(exc).__name__}: {exc}"[:500])
+        raise
+    warehouse.finish_run(run_id, "completed")
+
+
+@contextmanager
+def attach(run_id: str, warehouse: str | Path) -> Iterator[RunContext]:
+    """The run's context in this process: the one the runner made active, or one rebuilt from the warehouse
+    (then this block owns the run: it marks it running, and records how it ended)."""
+    if run_id in _ACTIVE:
+        yield _ACTIVE[run_id]
+        return
+    with Warehouse(warehouse, memory_limit=os.environ.get("IFSYNTH_MEMORY_LIMIT")) as store:
+        run = store.run(run_id)
+        store.start_run(run.model_copy(update={"status": "running", "ended_at": None, "error": None}))
+        # --max-calls and --max-cost bound one invocation of `ifsynth run`, not the run: none applies here
+        ctx = RunContext.build(run_id, RunConfig.model_validate(run.config), store)
+        activate(ctx)
+        try:
+            with recorded(store, run_id):
+                yield ctx
+        finally:
+            deactivate(run_id)

@@ -11,12 +11,12 @@ from pathlib import Path
 
 from ifsynth.flows.llm.limits import Budget
 from ifsynth.flows.llm.route import public_url
-from ifsynth.flows.run.context import NoProgress, Progress, RunContext, activate, deactivate
+from ifsynth.flows.run.context import Progress, RunContext, activate, deactivate, recorded
 from ifsynth.flows.run.registry import recipe
 from ifsynth.flows.seeds import open_source
 from ifsynth.prompts.registry import Prompts
 from ifsynth.schemas.config import RunConfig
-from ifsynth.schemas.errors import BudgetExhausted, ConfigError
+from ifsynth.schemas.errors import ConfigError
 from ifsynth.schemas.records import RunRecord, StageCounts
 from ifsynth.warehouse.keys import canonical, sha256
 from ifsynth.warehouse.store import Warehouse
@@ -65,8 +65,10 @@ def fingerprint(config: RunConfig, prompts: Prompts, templates: list[str]) -> st
 def execute(
     config: RunConfig, warehouse_path: str | Path, progress: Progress | None = None, *, memory_limit: str | None = None
 ) -> Started:
+    """Start the run this config describes, or continue the unfinished one with its fingerprint, and drive
+    its recipe's flow in this process."""
     chosen = recipe(config.recipe)
-    params = chosen.params.model_validate(config.params)
+    chosen.params.model_validate(config.params)
     if config.max_cost is not None:
         for model in {config.model_for("generator"), config.model_for("judge")} - set(config.prices):
             raise ConfigError(f"--max-cost needs the price of `{model}`: set prices.{model}.input and .output")
@@ -74,7 +76,7 @@ def execute(
     templates = [f"{config.recipe}/{name}" for name in chosen.templates]
     for name in templates:
         prompts.hash(name)  # a missing template fails here, before any call
-    source = open_source(config.seeds)
+    open_source(config.seeds)  # an unreadable seed source fails here, before the warehouse is touched
     for key, value in PREFECT_DEFAULTS.items():
         os.environ.setdefault(key, value)
     flow = chosen.flow()
@@ -89,9 +91,7 @@ def execute(
         clash = warehouse.name_taken(name, print_)
         if clash:
             raise ConfigError(f"run name `{name}` is taken by run {clash} with another config")
-        started = datetime.now()
-        if resumed:
-            started = warehouse.run(run_id).started_at
+        started = warehouse.run(run_id).started_at if resumed else datetime.now()
         warehouse.start_run(
             RunRecord(
                 run_id=run_id,
@@ -105,19 +105,10 @@ def execute(
             )
         )
         budget = Budget(config.max_calls, config.max_cost)
-        activate(RunContext(run_id, config, params, warehouse, prompts, source, progress or NoProgress(), budget))
+        activate(RunContext.build(run_id, config, warehouse, progress, budget))
         try:
-            stages = flow(run_id)
-        except BudgetExhausted as exc:
-            warehouse.finish_run(run_id, "stopped", str(exc))
-            raise
-        except KeyboardInterrupt:
-            warehouse.finish_run(run_id, "interrupted", "interrupted by the user")
-            raise
-        except BaseException as exc:
-            warehouse.finish_run(run_id, "failed", f"{type(exc).__name__}: {exc}"[:500])
-            raise
+            with recorded(warehouse, run_id):
+                stages = flow(run_id, str(warehouse_path))
         finally:
             deactivate(run_id)
-        warehouse.finish_run(run_id, "completed")
     return Started(run_id=run_id, resumed=resumed, stages=stages)

@@ -10,6 +10,6 @@ from ifsynth.schemas.records import StageCounts
 
 
 @flow(name="infir", task_runner=ThreadPoolTaskRunner(max_workers=1))
-def infir_flow(run_id: str) -> list[StageCounts]:
+def infir_flow(run_id: str, warehouse: str) -> list[StageCounts]:
     """Select, instructions, poison, rewrite, tuples, validate (unless `validate = false`), assemble."""
-    return run_stages(run_id)
+    return run_stages(run_id, warehouse)

@@ -10,7 +10,7 @@ from ifsynth.schemas.records import StageCounts
 
 
 @flow(name="infosearch", task_runner=ThreadPoolTaskRunner(max_workers=1))
-def infosearch_flow(run_id: str) -> list[StageCounts]:
+def infosearch_flow(run_id: str, warehouse: str) -> list[StageCounts]:
     """Collect, keywords, rewrite, query negatives, rules, the rewrite and negative judges, instructions,
     reversal, the reversal judge, assemble."""
-    return run_stages(run_id)
+    return run_stages(run_id, warehouse)

@@ -10,6 +10,6 @@ from ifsynth.schemas.records import StageCounts
 
 
 @flow(name="instructir", task_runner=ThreadPoolTaskRunner(max_workers=1))
-def instructir_flow(run_id: str) -> list[StageCounts]:
+def instructir_flow(run_id: str, warehouse: str) -> list[StageCounts]:
     """Seed-select, instructions, rewrite, judge Q1, judge Q2, group filter, assemble."""
-    return run_stages(run_id)
+    return run_stages(run_id, warehouse)
