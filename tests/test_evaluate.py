@@ -4,6 +4,7 @@ sensible model): BM25 writes a TREC run, the same file given back scores the sam
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -154,3 +155,20 @@ def test_logprobs_from_the_embedded_model_are_refused_in_one_line(generated: dic
         run = evaluate.bm25_run(wh, view)
         with pytest.raises(LogprobsUnsupported, match="embedded local model returns no token log-probabilities"):
             instfol(wh, view, run, run, Judge(base_url=LOCAL_BASE_URL, model=LOCAL_MODEL))
+
+
+@pytest.mark.parametrize(("options", "message"), [
+    ({}, "exactly one of --retriever bm25 and --run FILE"),
+    ({"retriever": "bm25", "run_file": "r.trec"}, "exactly one of"),
+    ({"retriever": "dense"}, "--retriever must be bm25"),
+    ({"retriever": "bm25", "references": ("paper",)}, "--reference must be one of infosearch-wheel"),
+    ({"run_file": "r.trec", "instfol": True, "base_url": "http://127.0.0.1:1/v1"}, "also needs --query-run"),
+    ({"retriever": "bm25", "instfol": True}, "--instfol needs a judge"),
+])  # fmt: skip
+def test_evaluate_options_that_cannot_work_are_refused_in_one_line(options: dict[str, Any], message: str) -> None:
+    from ifsynth.flows.evaluation.evaluate_release import EvaluateOptions
+    from ifsynth.schemas.errors import ConfigError
+
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        EvaluateOptions.model_validate(options)
+    assert EvaluateOptions.model_validate({"retriever": "bm25", "references": ("ifir",)}).reference == "ifir"

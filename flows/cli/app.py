@@ -435,40 +435,29 @@ def evaluate(
 ) -> None:
     """Retrieve with BM25 (writing a TREC run) or score your own run, with the metrics of the release's recipe."""
     from ifsynth.flows.evaluation import scoring as evaluation
-    from ifsynth.flows.evaluation.metrics import REFERENCES
-    from ifsynth.flows.evaluation.retrieval import read_run, write_run
-    from ifsynth.warehouse.stats import find_release
+    from ifsynth.flows.evaluation.evaluate_release import EvaluateOptions
+    from ifsynth.flows.evaluation.evaluate_release import evaluate as evaluate_release
 
-    if (retriever is None) == (run_file is None):
-        raise typer.BadParameter("give exactly one of --retriever bm25 and --run FILE")
-    if retriever not in (None, "bm25"):
-        raise typer.BadParameter("--retriever must be bm25 (or score any model's output with --run FILE)")
-    for name in reference or []:
-        if name not in REFERENCES or name == "paper":
-            raise typer.BadParameter(f"--reference must be one of {', '.join(REFERENCES[1:])}")
-    if instfol and run_file is not None and query_run is None:
-        raise typer.BadParameter("--instfol with --run also needs --query-run FILE (your run over the bare queries)")
+    options = EvaluateOptions.model_validate(
+        {
+            "retriever": retriever,
+            "run_file": run_file,
+            "out_file": out_file,
+            "depth": depth,
+            "references": tuple(reference or ()),
+            "instfol": instfol,
+            "query_run": query_run,
+            "base_url": base_url,
+            "judge_model": judge_model,
+            "structured_output": structured_output,
+        }
+    )
     with _open(ctx, read_only=not instfol) as warehouse:
-        name = find_release(warehouse, release)
-        view = evaluation.load(warehouse, name)
-        if run_file is not None:
-            run = read_run(run_file)
-            source = str(run_file)
-        else:
-            run = evaluation.bm25_run(warehouse, view, depth)
-            written = write_run(out_file or Path("runs") / f"{name}.bm25.trec", run, tag="ifsynth-bm25")
-            source = str(written)
-            err.print(f"BM25 run written to {written}", markup=False, highlight=False)
-        report = {**evaluation.score(view, run, reference or []), "run": source}
-        if instfol:
-            judged = _instfol(
-                warehouse, view, run, query_run, depth, base_url, judge_model, structured_output, reference or []
-            )
-            report.update(judged)
+        report = evaluate_release(warehouse, release, options, notify=lambda line: err.print(line, markup=False))
     if as_json:
         _json(report)
         return
-    table = Table("metric", Column(name, justify="right"))
+    table = Table("metric", Column(report["release"], justify="right"))
     for label, value in evaluation.headline(report):
         table.add_row(label, _fmt(value, 4))
     out.print(table)
@@ -479,30 +468,6 @@ def evaluate(
             f"{report['unknown_queries_in_run']} query ids of the run are not in the release "
             "(a release of several modes names them <query id>-<mode>)"
         )
-
-
-def _instfol(
-    warehouse: Warehouse,
-    view: Any,
-    run: Any,
-    query_run: Path | None,
-    depth: int,
-    base_url: str | None,
-    judge_model: str | None,
-    structured_output: str,
-    references: list[str],
-) -> dict[str, Any]:
-    from ifsynth.flows.evaluation import scoring as evaluation
-    from ifsynth.flows.evaluation.instfol import Judge, instfol
-    from ifsynth.flows.evaluation.retrieval import read_run
-    from ifsynth.flows.run.config import OPENAI_BASE_URL, OPENAI_DEFAULT_MODEL
-
-    if base_url is None and not os.environ.get("OPENAI_API_KEY"):
-        raise typer.BadParameter("--instfol needs a judge: --base-url (and --judge-model), or OPENAI_API_KEY")
-    judge = Judge(base_url or OPENAI_BASE_URL, judge_model or OPENAI_DEFAULT_MODEL, structured_output)
-    bare = read_run(query_run) if query_run else evaluation.bm25_run(warehouse, view, depth, instructions=False)
-    reference = "ifir" if "ifir" in references else "paper"
-    return instfol(warehouse, view, run, bare, judge, reference=reference)
 
 
 def main() -> None:

@@ -25,6 +25,15 @@ from ifsynth.schemas.errors import LogprobsUnsupported
 
 # Hosts whose strict mode takes only a subset of JSON Schema (no string lengths); checked locally instead.
 STRICT_SUBSET_HOSTS = ("openai.com", "openai.azure.com")
+OPENAI_BASE_URL = "https://api.openai.com/v1"
+OPENAI_DEFAULT_MODEL = "gpt-4o-mini"
+DEFAULT_KEY_ENV = "OPENAI_API_KEY"
+
+
+def api_key(variable: str) -> str | None:
+    """The key an endpoint's ``api_key_env`` names, from this process's environment: never from a config file,
+    a flow parameter or the warehouse."""
+    return os.environ.get(variable) or None
 
 
 def public_url(url: str) -> str:
@@ -64,7 +73,7 @@ class Route:
             self._client = openai.AsyncOpenAI(
                 base_url=self.endpoint.base_url,
                 # any key does for the embedded model; a missing one is the endpoint's 401 to report
-                api_key="local" if self.local else os.environ.get(self.endpoint.api_key_env) or "none",
+                api_key="local" if self.local else api_key(self.endpoint.api_key_env) or "none",
                 max_retries=0,  # retries are the gateway's: retry.is_transient
                 timeout=self.endpoint.timeout,
                 http_client=http_client,

@@ -6,7 +6,6 @@ about the run itself (model, endpoint, ...) are the recipe's parameters.
 
 from __future__ import annotations
 
-import os
 import tomllib
 from pathlib import Path
 from typing import Any
@@ -15,12 +14,11 @@ import yaml
 from pydantic import ValidationError
 
 from ifsynth.flows.llm.local_model import LOCAL_BASE_URL, LOCAL_MODEL
+from ifsynth.flows.llm.route import DEFAULT_KEY_ENV, OPENAI_BASE_URL, OPENAI_DEFAULT_MODEL, api_key
 from ifsynth.flows.run.registry import recipe
 from ifsynth.schemas.config import Endpoint, RunConfig
 from ifsynth.schemas.errors import ConfigError
 
-OPENAI_BASE_URL = "https://api.openai.com/v1"
-OPENAI_DEFAULT_MODEL = "gpt-4o-mini"
 RUN_KEYS = {"limit", "name", "model", "judge_model", "judge_endpoint", "prompts_dir", "prices", "seeds"}
 RUN_KEYS |= {"max_calls", "max_cost", "batch", "batch_poll_seconds"}
 ENDPOINT_KEYS = set(Endpoint.model_fields)
@@ -80,7 +78,7 @@ def resolve(
     endpoint.update({key: data.pop(key) for key in list(data) if key in ENDPOINT_KEYS})
     run = {key: data.pop(key) for key in list(data) if key in RUN_KEYS}
     if not endpoint.get("base_url"):
-        if os.environ.get(endpoint.get("api_key_env", "OPENAI_API_KEY")):
+        if api_key(endpoint.get("api_key_env", DEFAULT_KEY_ENV)):
             endpoint["base_url"] = OPENAI_BASE_URL
             run.setdefault("model", OPENAI_DEFAULT_MODEL)
         else:

@@ -1,0 +1,85 @@
+"""What `ifsynth evaluate` does, as one call: check the options, retrieve (BM25, writing its TREC run) or read
+the user's run, score it with the release's recipe metrics and, on request, INSTFOL with an LLM judge."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, model_validator
+
+from ifsynth.flows.evaluation import scoring
+from ifsynth.flows.evaluation.instfol import Judge, instfol
+from ifsynth.flows.evaluation.metrics import REFERENCES, Reference
+from ifsynth.flows.evaluation.retrieval import Run, read_run, write_run
+from ifsynth.flows.llm.route import DEFAULT_KEY_ENV, OPENAI_BASE_URL, OPENAI_DEFAULT_MODEL, api_key
+from ifsynth.schemas.errors import ConfigError
+from ifsynth.warehouse.stats import find_release
+from ifsynth.warehouse.store import Warehouse
+
+
+class EvaluateOptions(BaseModel):
+    """The options of one evaluation; a combination that cannot work is refused before anything runs."""
+
+    model_config = ConfigDict(frozen=True)
+
+    retriever: Literal["bm25"] | None = None
+    run_file: Path | None = None
+    out_file: Path | None = None
+    depth: int = 1000
+    references: tuple[str, ...] = ()
+    instfol: bool = False
+    query_run: Path | None = None
+    base_url: str | None = None
+    judge_model: str | None = None
+    structured_output: Literal["json_schema", "json_object", "none"] = "json_schema"
+
+    @model_validator(mode="before")
+    @classmethod
+    def _explain(cls, data: dict[str, Any]) -> dict[str, Any]:
+        if (data.get("retriever") is None) == (data.get("run_file") is None):
+            raise ConfigError("give exactly one of --retriever bm25 and --run FILE")
+        if data.get("retriever") not in (None, "bm25"):
+            raise ConfigError("--retriever must be bm25 (or score any model's output with --run FILE)")
+        for name in data.get("references") or ():
+            if name not in REFERENCES or name == "paper":
+                raise ConfigError(f"--reference must be one of {', '.join(REFERENCES[1:])}")
+        if data.get("instfol") and data.get("run_file") is not None and data.get("query_run") is None:
+            raise ConfigError("--instfol with --run also needs --query-run FILE (your run over the bare queries)")
+        if data.get("instfol") and data.get("base_url") is None and api_key(DEFAULT_KEY_ENV) is None:
+            raise ConfigError("--instfol needs a judge: --base-url (and --judge-model), or OPENAI_API_KEY")
+        return data
+
+    @property
+    def reference(self) -> Reference:
+        """The one variant INSTFOL knows besides the paper's."""
+        return "ifir" if "ifir" in self.references else "paper"
+
+
+def evaluate(
+    warehouse: Warehouse, release: str, options: EvaluateOptions, *, notify: Callable[[str], None] = print
+) -> dict[str, Any]:
+    """The release's metrics over the run (and INSTFOL); ``notify`` hears where a BM25 run was written."""
+    name = find_release(warehouse, release)
+    view = scoring.load(warehouse, name)
+    run: Run
+    if options.run_file is not None:
+        run, source = read_run(options.run_file), str(options.run_file)
+    else:
+        run = scoring.bm25_run(warehouse, view, options.depth)
+        written = write_run(options.out_file or Path("runs") / f"{name}.bm25.trec", run, tag="ifsynth-bm25")
+        source = str(written)
+        notify(f"BM25 run written to {written}")
+    report = {**scoring.score(view, run, list(options.references)), "run": source}
+    if options.instfol:
+        judge = Judge(
+            options.base_url or OPENAI_BASE_URL, options.judge_model or OPENAI_DEFAULT_MODEL, options.structured_output
+        )
+        bare = (
+            read_run(options.query_run)
+            if options.query_run
+            else scoring.bm25_run(warehouse, view, options.depth, instructions=False)
+        )
+        report.update(instfol(warehouse, view, run, bare, judge, reference=options.reference))
+    return report
