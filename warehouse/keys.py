@@ -6,12 +6,15 @@ Both are pure functions of content, so two runs of the same config and seeds agr
 from __future__ import annotations
 
 import hashlib
+import heapq
 import json
 import re
-from collections.abc import Iterable
-from typing import Any
+from collections.abc import Callable, Iterable
+from typing import Any, TypeVar
 
 import orjson
+
+T = TypeVar("T")
 
 # Request fields that decide the answer. Anything else (timeouts, concurrency, the key) stays out.
 KEYED_FIELDS = ("model", "messages", "response_format", "temperature", "top_p", "max_tokens", "seed")
@@ -57,3 +60,9 @@ def item_id(kind: str, parents: Iterable[str], *content: Any) -> str:
     """``<kind>-<16 hex>`` over the kind, the parents and what makes this item itself."""
     digest = sha256(canonical([kind, sorted(parents), list(content)]))
     return f"{kind}-{digest[:16]}"
+
+
+def hash_sample(items: Iterable[T], n: int, *, key: Callable[[T], str]) -> list[T]:
+    """The ``n`` items with the smallest SHA-256 of ``key(item)``: a sample fixed by content and seed, the same
+    under any file order, drawn in one pass with memory for ``n`` items."""
+    return heapq.nsmallest(n, items, key=lambda item: sha256(key(item)))

@@ -15,7 +15,7 @@ from abc import ABC, abstractmethod
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, Self, TypeVar
 
 from ifsynth.flows.llm import loop
 from ifsynth.flows.llm.gateway import Gateway
@@ -82,13 +82,15 @@ class StageWriter:
         ord: int | None = None,
         parents: Sequence[ItemRecord] = (),
         status: ItemStatus = "ok",
+        id_as: str | None = None,
     ) -> ItemRecord:
         """An item this stage made from ``parent`` (and any further ``parents``): same group, lineage on
-        record, its id derived from kind, lineage and ``id_parts``, the calls behind it from ``reply``."""
+        record, its id derived from its kind (or ``id_as``), lineage and ``id_parts``, the calls behind it
+        from ``reply``."""
         parent_ids = (parent.item_id, *(other.item_id for other in parents))
         return ItemRecord(
             run_id=self.ctx.run_id,
-            item_id=item_id(kind, list(parent_ids), *id_parts),
+            item_id=item_id(id_as or kind, list(parent_ids), *id_parts),
             stage=self.stage,
             kind=kind,
             group_id=parent.group_id,
@@ -220,16 +222,21 @@ class LLMStage(Stage, Generic[T]):
     def template(self, ctx: RunContext) -> str:
         return ctx.template(self.name)
 
+    def prepared(self, ctx: RunContext) -> Self:
+        """This stage with what it computes once per run before its first input (a sample of the seeds)."""
+        return self
+
     def run(self, ctx: RunContext, order: int) -> StageCounts:
+        stage = self.prepared(ctx)
         return llm_stage(
             ctx,
-            self.name,
+            stage.name,
             order,
-            source=self.source,
-            build=lambda entry: self.build(ctx, entry),
-            handle=self.handle,
-            pages=self.inputs(ctx),
-            input_id=self.input_id,
+            source=stage.source,
+            build=lambda entry: stage.build(ctx, entry),
+            handle=stage.handle,
+            pages=stage.inputs(ctx),
+            input_id=stage.input_id,
         )
 
 

@@ -4,7 +4,6 @@ within each query after filtering. InF-IR's tuples follow the agreed three-mode 
 
 from __future__ import annotations
 
-import heapq
 import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -18,7 +17,7 @@ from ifsynth.flows.run.registry import recipe
 from ifsynth.flows.run.stage import Outcome, StageWriter
 from ifsynth.schemas.infir import MODES
 from ifsynth.schemas.records import ItemRecord, StageCounts
-from ifsynth.warehouse.keys import sha256
+from ifsynth.warehouse.keys import hash_sample
 
 STAGE = "assemble"
 MODE = "instructed"
@@ -133,11 +132,8 @@ def assemble_release(
             ctx.progress.advance(STAGE)
     writer.mark(accepted, "accepted")
 
-    noise = heapq.nsmallest(
-        max_noise,
-        (p for p in ctx.source.passages() if p.doc_id not in rows.used),
-        key=lambda p: sha256(f"{ctx.params.seed}:{p.doc_id}"),
-    )
+    unused = (p for p in ctx.source.passages() if p.doc_id not in rows.used)
+    noise = hash_sample(unused, max_noise, key=lambda p: f"{ctx.params.seed}:{p.doc_id}")
     for passage in sorted(noise, key=lambda p: p.doc_id):
         rows.docs.append(
             {

@@ -6,7 +6,6 @@ the ``limit`` eligible queries with the smallest hash of (seed, query id): stabl
 
 from __future__ import annotations
 
-import heapq
 from typing import Literal, Protocol, cast
 
 import numpy as np
@@ -15,7 +14,7 @@ from ifsynth.flows.run.context import RunContext
 from ifsynth.flows.run.stage import Outcome, StageWriter
 from ifsynth.schemas.records import ItemRecord, StageCounts
 from ifsynth.schemas.seeds import SeedPair
-from ifsynth.warehouse.keys import item_id, sha256
+from ifsynth.warehouse.keys import hash_sample, item_id
 
 STAGE = "select"
 
@@ -51,7 +50,7 @@ def select_seeds(ctx: RunContext, order: int) -> StageCounts:
     passage_band = band(passage_lengths, params.passage_length_percentiles)
 
     writer = StageWriter(ctx, STAGE, order, total=len(query_lengths))
-    eligible: list[tuple[str, SeedPair]] = []
+    eligible: list[SeedPair] = []
     for pair in ctx.source.pairs():
         reasons = _reasons(pair, unit, query_band, passage_band, params)
         seed_id = item_id("seed", [], pair.query.query_id)
@@ -61,11 +60,12 @@ def select_seeds(ctx: RunContext, order: int) -> StageCounts:
                 seed_id, Outcome("reject", items=[_item(ctx, seed_id, pair, "rejected")], verdicts=[verdict], n_out=0)
             )
         else:
-            eligible.append((sha256(f"{params.seed}:{pair.query.query_id}"), pair))
+            eligible.append(pair)
         ctx.progress.advance(STAGE)
     keep = len(eligible) if ctx.config.limit is None else ctx.config.limit
-    chosen = {pair.query.query_id for _, pair in heapq.nsmallest(keep, eligible, key=lambda entry: entry[0])}
-    for _, pair in eligible:
+    drawn = hash_sample(eligible, keep, key=lambda pair: f"{params.seed}:{pair.query.query_id}")
+    chosen = {pair.query.query_id for pair in drawn}
+    for pair in eligible:
         seed_id = item_id("seed", [], pair.query.query_id)
         picked = pair.query.query_id in chosen
         writer.add(seed_id, Outcome("pass", items=[_item(ctx, seed_id, pair, "ok")] if picked else []))

@@ -10,8 +10,8 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
-from ifsynth.flows.recipes.infir.judge_tuples import validate_tuples
-from ifsynth.flows.recipes.infir.poison import poison
+from ifsynth.flows.recipes.infir.judge_tuples import JudgeTuples
+from ifsynth.flows.recipes.infir.poison import Poison
 from ifsynth.flows.recipes.infir.tuples import make_tuples
 from ifsynth.flows.run.stage import Call, Stage
 from ifsynth.flows.stages.assemble import assemble_release, infir_tuple
@@ -46,11 +46,7 @@ def stages(params: RecipeParams) -> list[Stage]:
     assert isinstance(params, InfIRParams)
     p, language = params, FLAVOURS[params.flavour].language
     flavour = {"flavour": p.flavour}
-    validate = Call(
-        "validate",
-        validate_tuples,
-        {"distractors": p.distractors, "max_tokens": p.max_tokens_judge, "variables": flavour},
-    )
+    validate = JudgeTuples(distractors=p.distractors, max_tokens=p.max_tokens_judge, variables=flavour)
     return [
         Call("select", select_seeds),
         GenerateInstructions(
@@ -59,7 +55,7 @@ def stages(params: RecipeParams) -> list[Stage]:
             variables=partial(instruction_variables, p.flavour),
             cut_at_newline=True,
         ),
-        Call("poison", poison, {"max_tokens": p.max_tokens_poison, "language": language, "variables": flavour}),
+        Poison(max_tokens=p.max_tokens_poison, language=language, variables=flavour),
         RewritePassages(source="poison", max_tokens=p.max_tokens_rewrite, targets=partial(negative_target, p.flavour)),
         Call("tuples", make_tuples),
         *([validate] if p.validate_ else []),

@@ -11,7 +11,6 @@ from ifsynth.flows.recipes.infir.poison import NEGATIVE_INSTRUCTION, NEGATIVE_QU
 from ifsynth.flows.run.context import RunContext
 from ifsynth.flows.run.stage import Outcome, StageWriter
 from ifsynth.schemas.records import ItemRecord, StageCounts
-from ifsynth.warehouse.keys import item_id
 
 STAGE = "tuples"
 
@@ -24,12 +23,13 @@ def make_tuples(ctx: RunContext, order: int, *, source: str = "rewrite") -> Stag
         for item in page:
             members.setdefault(item.group_id, {})[item.payload["role"]] = item
         for group, roles in members.items():
-            writer.add(None, _outcome(ctx, writer, group, roles))
+            writer.add(None, tuple_outcome(writer, group, roles))
             ctx.progress.advance(STAGE)
     return writer.close()
 
 
-def _outcome(ctx: RunContext, writer: StageWriter, group: str, roles: dict[str, ItemRecord]) -> Outcome:
+def tuple_outcome(writer: StageWriter, group: str, roles: dict[str, ItemRecord]) -> Outcome:
+    """A seed's tuple from its two negative passages, or the seed's rejection when one is missing."""
     first, second = roles.get(NEGATIVE_INSTRUCTION), roles.get(NEGATIVE_QUERY)
     if first is None or second is None or first.status != "ok" or second.status != "ok":
         missing = [
@@ -64,13 +64,4 @@ def _outcome(ctx: RunContext, writer: StageWriter, group: str, roles: dict[str, 
     }
     if "language" in two:  # the language I+ names (the negative query's item keeps I+)
         payload["language"] = two["language"]
-    record = ItemRecord(
-        run_id=ctx.run_id,
-        item_id=item_id("tuple", [first.item_id, second.item_id]),
-        stage=STAGE,
-        kind="tuple",
-        group_id=group,
-        parent_ids=(first.item_id, second.item_id),
-        payload=payload,
-    )
-    return Outcome("pass", items=[record])
+    return Outcome("pass", items=[writer.child(first, "tuple", payload, parents=[second], ord=0)])

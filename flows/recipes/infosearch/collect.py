@@ -8,7 +8,6 @@ smallest hash of (seed, dimension, query id), stable under any file order.
 
 from __future__ import annotations
 
-import heapq
 from importlib import resources
 from pathlib import Path
 from typing import Literal
@@ -19,7 +18,7 @@ from ifsynth.flows.seeds import BeirFolder, SeedSource, open_source
 from ifsynth.schemas.config import Dimension, InfoSearchParams
 from ifsynth.schemas.records import ItemRecord, StageCounts
 from ifsynth.schemas.seeds import SeedPair, SeedPassage
-from ifsynth.warehouse.keys import item_id, sha256
+from ifsynth.warehouse.keys import hash_sample, item_id
 
 STAGE = "collect"
 
@@ -62,7 +61,7 @@ def collect_seeds(ctx: RunContext, order: int) -> StageCounts:
     for dimension, seeds in pairs.items():
         spec = params.dimension_specs[dimension]
         minimum = needed(spec, params)
-        eligible: list[tuple[str, SeedPair]] = []
+        eligible: list[SeedPair] = []
         for pair in seeds:
             core_id = item_id("core", [], dimension, pair.query.query_id)
             have = len(pair.positives)
@@ -73,10 +72,12 @@ def collect_seeds(ctx: RunContext, order: int) -> StageCounts:
                 writer.add(core_id, Outcome("reject", items=[rejected], verdicts=[verdict], n_out=0))
                 ctx.progress.advance(STAGE)
             else:
-                eligible.append((sha256(f"{params.seed}:{dimension}:{pair.query.query_id}"), pair))
+                eligible.append(pair)
         keep = len(eligible) if ctx.config.limit is None else ctx.config.limit
-        chosen = {pair.query.query_id for _, pair in heapq.nsmallest(keep, eligible, key=lambda entry: entry[0])}
-        for _, pair in eligible:
+        salt = f"{params.seed}:{dimension}"
+        drawn = hash_sample(eligible, keep, key=lambda pair: f"{salt}:{pair.query.query_id}")
+        chosen = {pair.query.query_id for pair in drawn}
+        for pair in eligible:
             core_id = item_id("core", [], dimension, pair.query.query_id)
             items = []
             if pair.query.query_id in chosen:

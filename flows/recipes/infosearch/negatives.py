@@ -2,52 +2,58 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
+
 from ifsynth.flows.llm.requests import Ask, Reply
 from ifsynth.flows.run.context import RunContext
-from ifsynth.flows.run.stage import Outcome, StageWriter, llm_stage, pages_where
+from ifsynth.flows.run.stage import LLMStage, Outcome, StageWriter
 from ifsynth.schemas.answers import QueryNegatives, query_negatives
-from ifsynth.schemas.records import ItemRecord, StageCounts
-from ifsynth.warehouse.keys import item_id
-
-STAGE = "negatives"
+from ifsynth.schemas.records import ItemRecord
 
 
-def generate_negatives(ctx: RunContext, order: int, *, source: str, n: int, max_tokens: int) -> StageCounts:
-    schema = query_negatives(n)
+def core_query(item: ItemRecord) -> bool:
+    return item.kind == "query"
 
-    def build(core: ItemRecord) -> list[Ask]:
+
+@dataclass(frozen=True, kw_only=True)
+class GenerateNegatives(LLMStage[ItemRecord]):
+    """One call per core query asks for ``n`` negatives; each becomes a ``negative`` item of the query."""
+
+    name: str = "negatives"
+    source: str = "collect"
+    n: int
+    max_tokens: int
+    keep: Callable[[ItemRecord], bool] | None = core_query
+
+    def build(self, ctx: RunContext, core: ItemRecord) -> list[Ask]:
         payload = core.payload
         prompt = ctx.prompts.render(
-            ctx.template(STAGE), query=payload["query"], passage=payload["passages"][0]["text"], n=n
+            self.template(ctx), query=payload["query"], passage=payload["passages"][0]["text"], n=self.n
         )
-        return [Ask(prompt, schema, "generator", ctx.params.temperature, max_tokens)]
+        return [Ask(prompt, query_negatives(self.n), "generator", ctx.params.temperature, self.max_tokens)]
 
-    def handle(writer: StageWriter, core: ItemRecord, replies: list[Reply]) -> Outcome:
+    def handle(self, writer: StageWriter, core: ItemRecord, replies: list[Reply]) -> Outcome:
         (reply,) = replies
         if reply.status != "ok" or not isinstance(reply.value, QueryNegatives):
             return writer.failed(core.item_id, reply)
         payload = core.payload
         items = [
-            ItemRecord(
-                run_id=ctx.run_id,
-                item_id=item_id("negative", [core.item_id], number, text),
-                stage=STAGE,
-                kind="negative",
-                group_id=core.group_id,
-                parent_ids=(core.item_id,),
-                payload={
+            writer.child(
+                core,
+                "negative",
+                {
                     "dimension": payload["dimension"],
                     "query_id": payload["query_id"],
                     "query": payload["query"],
                     "passage": text,
                     "number": number,
                 },
-                call_keys=tuple(reply.keys),
+                number,
+                text,
+                reply=reply,
                 ord=number,
             )
             for number, text in enumerate(reply.value.passages, 1)
         ]
         return Outcome("pass", items=items)
-
-    pages = pages_where(ctx, source, lambda item: item.kind == "query")
-    return llm_stage(ctx, STAGE, order, source=source, build=build, handle=handle, pages=pages)

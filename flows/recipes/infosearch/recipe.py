@@ -9,9 +9,9 @@ from typing import Any
 from ifsynth.flows.recipes.infosearch.assemble import assemble_infosearch
 from ifsynth.flows.recipes.infosearch.collect import collect_seeds
 from ifsynth.flows.recipes.infosearch.document_rules import check_documents
-from ifsynth.flows.recipes.infosearch.keywords import extract_keywords
-from ifsynth.flows.recipes.infosearch.negatives import generate_negatives
-from ifsynth.flows.recipes.infosearch.reversal import reverse_instructions
+from ifsynth.flows.recipes.infosearch.keywords import ExtractKeywords
+from ifsynth.flows.recipes.infosearch.negatives import GenerateNegatives
+from ifsynth.flows.recipes.infosearch.reversal import ReverseInstructions
 from ifsynth.flows.run.stage import Call, Stage
 from ifsynth.flows.stages.instructions import GenerateInstructions
 from ifsynth.flows.stages.judge import JudgeRelevance, fields
@@ -76,18 +76,14 @@ def stages(params: RecipeParams) -> list[Stage]:
     p = params
     return [
         Call("collect", collect_seeds),
-        Call("keywords", extract_keywords, {"source": "collect", "max_tokens": p.max_tokens_keyword}),
+        ExtractKeywords(max_tokens=p.max_tokens_keyword),
         RewritePassages(
             source="collect",
             max_tokens=p.max_tokens_rewrite,
             targets=partial(rewrite_targets, p),
             keep=partial(seed_to_rewrite, p),
         ),
-        Call(
-            "negatives",
-            generate_negatives,
-            {"source": "collect", "n": p.query_negatives, "max_tokens": p.max_tokens_negatives},
-        ),
+        GenerateNegatives(n=p.query_negatives, max_tokens=p.max_tokens_negatives),
         Call("rules", check_documents, {"sources": ("collect", "keywords", "rewrite", "negatives")}),
         JudgeRelevance(
             name="judge_rewrite",
@@ -112,7 +108,7 @@ def stages(params: RecipeParams) -> list[Stage]:
             variables=partial(instruction_variables, p),
             keep=is_document,
         ),
-        Call("reversal", reverse_instructions, {"source": "instructions", "max_tokens": p.max_tokens_reversal}),
+        ReverseInstructions(max_tokens=p.max_tokens_reversal),
         JudgeRelevance(
             name="judge_reversal",
             source="reversal",

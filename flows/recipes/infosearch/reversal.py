@@ -7,49 +7,46 @@ reversal negates the instruction (flows/stages/judge.py, template ``judge_revers
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from ifsynth.flows.llm.requests import Ask, Reply
 from ifsynth.flows.run.context import RunContext
-from ifsynth.flows.run.stage import Outcome, StageWriter, llm_stage
+from ifsynth.flows.run.stage import LLMStage, Outcome, StageWriter
 from ifsynth.schemas.answers import Reversal
-from ifsynth.schemas.records import ItemRecord, StageCounts
-from ifsynth.warehouse.keys import item_id
-
-STAGE = "reversal"
+from ifsynth.schemas.records import ItemRecord
 
 
-def reverse_instructions(ctx: RunContext, order: int, *, source: str, max_tokens: int) -> StageCounts:
-    def build(instruction: ItemRecord) -> list[Ask]:
+@dataclass(frozen=True, kw_only=True)
+class ReverseInstructions(LLMStage[ItemRecord]):
+    """One call per instruction negates its restriction; the reversed instruction is the restated query
+    followed by the negated restriction."""
+
+    name: str = "reversal"
+    source: str = "instructions"
+    max_tokens: int
+
+    def build(self, ctx: RunContext, instruction: ItemRecord) -> list[Ask]:
         payload = instruction.payload
         prompt = ctx.prompts.render(
-            ctx.template(STAGE),
+            self.template(ctx),
             query=payload["query"],
             instruction=payload["instruction"],
             restriction=payload["restriction"],
             dimension=payload["dimension"],
         )
-        return [Ask(prompt, Reversal, "generator", ctx.params.temperature, max_tokens)]
+        return [Ask(prompt, Reversal, "generator", ctx.params.temperature, self.max_tokens)]
 
-    def handle(writer: StageWriter, instruction: ItemRecord, replies: list[Reply]) -> Outcome:
+    def handle(self, writer: StageWriter, instruction: ItemRecord, replies: list[Reply]) -> Outcome:
         (reply,) = replies
         if reply.status != "ok" or not isinstance(reply.value, Reversal):
             return writer.failed(instruction.item_id, reply)
-        payload = instruction.payload
-        reversed_instruction = f"{payload['restated_query']} {reply.value.reversed_restriction}"
-        item = ItemRecord(
-            run_id=ctx.run_id,
-            item_id=item_id("reversal", [instruction.item_id], reversed_instruction),
-            stage=STAGE,
-            kind="reversal",
-            group_id=instruction.group_id,
-            parent_ids=(instruction.item_id,),
-            payload={
-                **payload,
-                "reversed_restriction": reply.value.reversed_restriction,
-                "reversed_instruction": reversed_instruction,
-            },
-            call_keys=tuple(reply.keys),
-            ord=instruction.ord,
+        restriction = reply.value.reversed_restriction
+        reversed_instruction = f"{instruction.payload['restated_query']} {restriction}"
+        payload = {
+            **instruction.payload,
+            "reversed_restriction": restriction,
+            "reversed_instruction": reversed_instruction,
+        }
+        return Outcome(
+            "pass", items=[writer.child(instruction, "reversal", payload, reversed_instruction, reply=reply)]
         )
-        return Outcome("pass", items=[item])
-
-    return llm_stage(ctx, STAGE, order, source=source, build=build, handle=handle)
