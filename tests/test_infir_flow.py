@@ -11,7 +11,6 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 import yaml
@@ -315,19 +314,9 @@ def test_code_flavour_names_the_language_and_rejects_a_switch(server: FakeOpenAI
 
 
 def test_infir_formats_refuse_other_recipes_releases(tmp_path: Path) -> None:
-    def empty(*names: str) -> pa.Table:
-        return pa.table({name: pa.array([], pa.int32() if name == "score" else pa.string()) for name in names})
-
     with Warehouse(tmp_path / "w.duckdb") as wh:
         wh.write_release(
-            name="ir",
-            run_id=None,
-            recipe="instructir",
-            source="demo",
-            card={},
-            docs=empty("doc_id", "title", "text", "meta"),
-            queries=empty("mode", "query_id", "group_id", "query", "instruction", "meta"),
-            qrels=empty("mode", "query_id", "doc_id", "score"),
+            name="ir", run_id=None, recipe="instructir", source="demo", card={}, docs=[], queries=[], qrels=[]
         )
         for fmt in ("infir", "triplets", "hf"):
             with pytest.raises(WarehouseError, match=f"--format {fmt} is for infir releases; release ir is instructir"):

@@ -16,7 +16,6 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-import pyarrow as pa
 import pyarrow.parquet as pq
 
 from ifsynth.schemas.errors import ImportFailed
@@ -90,16 +89,9 @@ def import_release(warehouse: Warehouse, fmt: str, directory: str | Path, name: 
         recipe=imported.recipe,
         source=f"import:{fmt}",
         card=card,
-        docs=pa.Table.from_pylist(imported.docs, schema=_strings("doc_id", "title", "text", "meta")),
-        queries=pa.Table.from_pylist(
-            imported.queries, schema=_strings("mode", "query_id", "group_id", "query", "instruction", "meta")
-        ),
-        qrels=pa.Table.from_pylist(
-            imported.qrels,
-            schema=pa.schema(
-                [("mode", pa.string()), ("query_id", pa.string()), ("doc_id", pa.string()), ("score", pa.int32())]
-            ),
-        ),
+        docs=imported.docs,
+        queries=imported.queries,
+        qrels=imported.qrels,
     )
     return {"release": name, **card}
 
@@ -348,10 +340,6 @@ def _dedupe(imported: Imported) -> None:
     imported.queries = list({(q["mode"], q["query_id"]): q for q in imported.queries}.values())
     imported.qrels = list({(r["mode"], r["query_id"], r["doc_id"]): r for r in imported.qrels}.values())
     imported.docs = list({d["doc_id"]: d for d in imported.docs}.values())
-
-
-def _strings(*names: str) -> pa.Schema:
-    return pa.schema([(name, pa.string()) for name in names])
 
 
 READERS = {

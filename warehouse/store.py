@@ -14,7 +14,7 @@ import os
 import re
 import threading
 import time
-from collections.abc import Collection, Iterator, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from datetime import datetime
 from importlib import resources
@@ -102,6 +102,18 @@ def _row(record: ItemRecord | VerdictRecord | CallRecord, **serialized: str) -> 
             row[name] = json.dumps(row[name], ensure_ascii=False, sort_keys=True)
     row.update(serialized)
     return row
+
+
+def _strings(*names: str) -> list[tuple[str, pa.DataType]]:
+    return [(name, pa.string()) for name in names]
+
+
+# The columns of a release, generated or imported alike (meta is a JSON object as text).
+RELEASE_COLUMNS = {
+    "release_docs": pa.schema(_strings("doc_id", "title", "text", "meta")),
+    "release_queries": pa.schema(_strings("mode", "query_id", "group_id", "query", "instruction", "meta")),
+    "release_qrels": pa.schema([*_strings("mode", "query_id", "doc_id"), ("score", pa.int32())]),
+}
 
 
 class Warehouse:
@@ -558,11 +570,16 @@ class Warehouse:
         recipe: str,
         source: str,
         card: dict[str, Any],
-        docs: pa.Table,
-        queries: pa.Table,
-        qrels: pa.Table,
+        docs: Sequence[Mapping[str, Any]],
+        queries: Sequence[Mapping[str, Any]],
+        qrels: Sequence[Mapping[str, Any]],
     ) -> None:
-        """Replace the release ``name`` in one transaction."""
+        """Replace the release ``name`` in one transaction; rows as generated or imported (RELEASE_COLUMNS)."""
+        tables = {
+            "release_docs": pa.Table.from_pylist(list(docs), schema=RELEASE_COLUMNS["release_docs"]),
+            "release_queries": pa.Table.from_pylist(list(queries), schema=RELEASE_COLUMNS["release_queries"]),
+            "release_qrels": pa.Table.from_pylist(list(qrels), schema=RELEASE_COLUMNS["release_qrels"]),
+        }
         self.flush()
         with self._lock:
             cursor = self._cursor()
@@ -575,7 +592,7 @@ class Warehouse:
                     "INSERT INTO releases VALUES (?, ?, ?, ?, ?, ?)",
                     [name, run_id, recipe, source, json.dumps(card, sort_keys=True), datetime.now()],
                 )
-                for table, data in (("release_docs", docs), ("release_queries", queries), ("release_qrels", qrels)):
+                for table, data in tables.items():
                     columns = ", ".join(data.column_names)
                     cursor.register("incoming", data)
                     cursor.execute(

@@ -20,7 +20,7 @@ from ifsynth.flows.llm.limits import AdaptiveLimit, RateLimit
 from ifsynth.flows.llm.local_model import LOCAL_BASE_URL, LocalModelTransport
 from ifsynth.flows.llm.requests import Ask
 from ifsynth.schemas.answers import Answer, strict_schema
-from ifsynth.schemas.config import Endpoint
+from ifsynth.schemas.config import Endpoint, RunConfig
 from ifsynth.schemas.errors import LogprobsUnsupported
 
 # Hosts whose strict mode takes only a subset of JSON Schema (no string lengths); checked locally instead.
@@ -43,6 +43,17 @@ def public_url(url: str) -> str:
     if parts.port:
         netloc = f"{netloc}:{parts.port}"
     return urlunsplit((parts.scheme, netloc, parts.path.rstrip("/"), parts.query, ""))
+
+
+def endpoint_summaries(config: RunConfig) -> dict[str, dict[str, str]]:
+    """Each role's endpoint as a run's fingerprint and a release's card show it: no credentials, no key."""
+    return {
+        role: {
+            "base_url": public_url(config.endpoint_for(role).base_url),
+            "structured_output": config.endpoint_for(role).structured_output,
+        }
+        for role in ("generator", "judge")
+    }
 
 
 class Route:

@@ -10,7 +10,7 @@ from importlib.metadata import version
 from pathlib import Path
 
 from ifsynth.flows.llm.limits import Budget
-from ifsynth.flows.llm.route import public_url
+from ifsynth.flows.llm.route import endpoint_summaries
 from ifsynth.flows.run.context import Progress, RunContext, activate, deactivate, recorded
 from ifsynth.flows.run.registry import recipe
 from ifsynth.flows.seeds import open_source
@@ -43,10 +43,7 @@ class Started:
 
 def fingerprint(config: RunConfig, prompts: Prompts, templates: list[str]) -> str:
     """What decides a run's output: recipe, seeds, models, endpoints, parameters and templates."""
-    endpoints = {
-        role: (public_url(config.endpoint_for(role).base_url), config.endpoint_for(role).structured_output)
-        for role in ("generator", "judge")
-    }
+    endpoints = {role: list(summary.values()) for role, summary in endpoint_summaries(config).items()}
     return sha256(
         canonical(
             {

@@ -79,6 +79,7 @@ class StageWriter:
         payload: Mapping[str, Any],
         *id_parts: object,
         reply: Reply | None = None,
+        call_keys: Sequence[str] = (),
         ord: int | None = None,
         parents: Sequence[ItemRecord] = (),
         status: ItemStatus = "ok",
@@ -86,7 +87,7 @@ class StageWriter:
     ) -> ItemRecord:
         """An item this stage made from ``parent`` (and any further ``parents``): same group, lineage on
         record, its id derived from its kind (or ``id_as``), lineage and ``id_parts``, the calls behind it
-        from ``reply``."""
+        from ``reply`` (or ``call_keys``)."""
         parent_ids = (parent.item_id, *(other.item_id for other in parents))
         return ItemRecord(
             run_id=self.ctx.run_id,
@@ -97,7 +98,7 @@ class StageWriter:
             parent_ids=parent_ids,
             payload=dict(payload),
             status=status,
-            call_keys=tuple(reply.keys) if reply is not None else (),
+            call_keys=tuple(reply.keys) if reply is not None else tuple(call_keys),
             ord=parent.ord if ord is None else ord,
         )
 

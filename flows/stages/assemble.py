@@ -9,9 +9,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-import pyarrow as pa
-
-from ifsynth.flows.llm.route import public_url
+from ifsynth.flows.llm.route import endpoint_summaries
 from ifsynth.flows.run.context import RunContext
 from ifsynth.flows.run.registry import recipe
 from ifsynth.flows.run.stage import Outcome, StageWriter
@@ -145,7 +143,7 @@ def assemble_release(
         )
     counts = writer.close()
 
-    card = _card(
+    card = release_card(
         ctx,
         counts,
         instances=len(rows.queries),
@@ -153,31 +151,31 @@ def assemble_release(
         corpus=len(rows.docs),
         noise=len(noise),
     )
+    publish(ctx, card, rows.docs, rows.queries, rows.qrels)
+    return counts
+
+
+def publish(
+    ctx: RunContext,
+    card: dict[str, Any],
+    docs: list[dict[str, Any]],
+    queries: list[dict[str, Any]],
+    qrels: list[dict[str, Any]],
+) -> None:
+    """The run's release, named as the run, replacing what an earlier attempt of this run wrote."""
     ctx.warehouse.write_release(
         name=ctx.warehouse.run(ctx.run_id).name,
         run_id=ctx.run_id,
         recipe=ctx.recipe,
         source=ctx.config.seeds,
         card=card,
-        docs=pa.Table.from_pylist(rows.docs, schema=_schema("doc_id", "title", "text", "meta")),
-        queries=pa.Table.from_pylist(
-            rows.queries, schema=_schema("mode", "query_id", "group_id", "query", "instruction", "meta")
-        ),
-        qrels=pa.Table.from_pylist(
-            rows.qrels,
-            schema=pa.schema(
-                [("mode", pa.string()), ("query_id", pa.string()), ("doc_id", pa.string()), ("score", pa.int32())]
-            ),
-        ),
+        docs=docs,
+        queries=queries,
+        qrels=qrels,
     )
-    return counts
 
 
-def _schema(*names: str) -> pa.Schema:
-    return pa.schema([(name, pa.string()) for name in names])
-
-
-def _card(ctx: RunContext, assemble: StageCounts, **counts: int) -> dict[str, Any]:
+def release_card(ctx: RunContext, assemble: StageCounts, **counts: int) -> dict[str, Any]:
     """What a reader of the release needs to know; nothing that differs between identical runs."""
     config = ctx.config
     stages = ctx.warehouse.stage_rows(ctx.run_id)
@@ -188,13 +186,7 @@ def _card(ctx: RunContext, assemble: StageCounts, **counts: int) -> dict[str, An
         "seeds": config.seeds,
         "limit": config.limit,
         "models": {"generator": config.model_for("generator"), "judge": config.model_for("judge")},
-        "endpoints": {
-            role: {
-                "base_url": public_url(config.endpoint_for(role).base_url),
-                "structured_output": config.endpoint_for(role).structured_output,
-            }
-            for role in ("generator", "judge")
-        },
+        "endpoints": endpoint_summaries(config),
         "templates": {name: ctx.prompts.hash(name) for name in map(ctx.template, recipe(ctx.recipe).templates)},
         "params": ctx.params.model_dump(mode="json"),
         "counts": counts,

@@ -20,11 +20,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
-import pyarrow as pa
-
 from ifsynth.flows.run.context import RunContext
 from ifsynth.flows.run.stage import Outcome, StageWriter
-from ifsynth.flows.stages.assemble import _card, _schema
+from ifsynth.flows.stages.assemble import publish, release_card
 from ifsynth.schemas.config import InfoSearchParams
 from ifsynth.schemas.records import ItemRecord, StageCounts
 
@@ -94,7 +92,7 @@ def assemble_infosearch(ctx: RunContext, order: int, *, reversals: str, negative
     writer.mark(accepted, "accepted")
     counts = writer.close()
 
-    card = _card(
+    card = release_card(
         ctx,
         counts,
         core_queries=sum(t["core"] for t in per_dimension.values()),
@@ -117,23 +115,7 @@ def assemble_infosearch(ctx: RunContext, order: int, *, reversals: str, negative
         "",
         *QRELS_NOTE,
     ]
-    ctx.warehouse.write_release(
-        name=ctx.warehouse.run(ctx.run_id).name,
-        run_id=ctx.run_id,
-        recipe=ctx.recipe,
-        source=ctx.config.seeds,
-        card=card,
-        docs=pa.Table.from_pylist(docs, schema=_schema("doc_id", "title", "text", "meta")),
-        queries=pa.Table.from_pylist(
-            queries, schema=_schema("mode", "query_id", "group_id", "query", "instruction", "meta")
-        ),
-        qrels=pa.Table.from_pylist(
-            qrels,
-            schema=pa.schema(
-                [("mode", pa.string()), ("query_id", pa.string()), ("doc_id", pa.string()), ("score", pa.int32())]
-            ),
-        ),
-    )
+    publish(ctx, card, docs, queries, qrels)
     return counts
 
 

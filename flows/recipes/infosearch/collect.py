@@ -82,7 +82,7 @@ def collect_seeds(ctx: RunContext, order: int) -> StageCounts:
             items = []
             if pair.query.query_id in chosen:
                 core = _core(ctx, core_id, dimension, pair, spec, params, status="ok")
-                items = [core, *_documents(ctx, core, pair, spec, params)]
+                items = [core, *_documents(writer, core, pair, spec, params)]
             writer.add(core_id, Outcome("pass", items=items, n_out=len(items)))
             ctx.progress.advance(STAGE)
     return writer.close()
@@ -118,18 +118,14 @@ def _core(
 
 
 def _documents(
-    ctx: RunContext, core: ItemRecord, pair: SeedPair, spec: Dimension, params: InfoSearchParams
+    writer: StageWriter, core: ItemRecord, pair: SeedPair, spec: Dimension, params: InfoSearchParams
 ) -> list[ItemRecord]:
     payload = core.payload
     return [
-        ItemRecord(
-            run_id=ctx.run_id,
-            item_id=item_id("seeddoc", [core.item_id], position, passage.doc_id),
-            stage=STAGE,
-            kind="document",
-            group_id=core.group_id,
-            parent_ids=(core.item_id,),
-            payload={
+        writer.child(
+            core,
+            "document",
+            {
                 "dimension": payload["dimension"],
                 "query_id": payload["query_id"],
                 "query": payload["query"],
@@ -140,6 +136,9 @@ def _documents(
                 "title": passage.title,
                 "passage": passage.text,
             },
+            position,
+            passage.doc_id,
+            id_as="seeddoc",
             ord=position,
         )
         for position, condition, passage in seed_documents(pair, spec, params)

@@ -18,7 +18,6 @@ from ifsynth.flows.run.context import RunContext
 from ifsynth.flows.run.stage import Outcome, StageWriter
 from ifsynth.schemas.config import InfoSearchParams
 from ifsynth.schemas.records import ItemRecord, StageCounts
-from ifsynth.warehouse.keys import item_id
 
 STAGE = "rules"
 
@@ -207,15 +206,6 @@ def _judge(
     if checks:  # one verdict per item and stage: the measured values of every rule it passed
         reason = "; ".join(f"{c.rule}: {c.detail}" for c in checks)
         verdicts.append(writer.verdict(document.item_id, "pass", judge="rule", reason=reason))
-    kept = ItemRecord(
-        run_id=ctx.run_id,
-        item_id=item_id("document", [document.item_id]),
-        stage=STAGE,
-        kind=document.kind if document.kind == "negative" else "document",
-        group_id=document.group_id,
-        parent_ids=(document.item_id,),
-        payload=payload,
-        call_keys=document.call_keys,
-        ord=document.ord,
-    )
+    kind = document.kind if document.kind == "negative" else "document"
+    kept = writer.child(document, kind, payload, call_keys=document.call_keys, id_as="document")
     return Outcome("pass", items=[kept], verdicts=verdicts)
