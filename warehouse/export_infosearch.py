@@ -8,8 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from ifsynth.schemas.errors import WarehouseError
-
-MODES = ("og", "changed", "reversed")
+from ifsynth.schemas.modes import INFOSEARCH_MODES
 
 
 def write_infosearch(
@@ -18,7 +17,7 @@ def write_infosearch(
     """Every dimension of the run gets its folder, an empty one when no core query of it survived."""
     from ifsynth.warehouse.export import _jsonl, _tsv
 
-    if card.get("recipe") != "infosearch" or {q["mode"] for q in queries} - set(MODES):
+    if card.get("recipe") != "infosearch" or {q["mode"] for q in queries} - set(INFOSEARCH_MODES):
         raise WarehouseError(
             f"--format infosearch needs a release of an infosearch run, not of {card.get('recipe', 'unknown')}; "
             "use --format beir, mteb, jsonl or parquet for this one"
@@ -46,13 +45,13 @@ def write_infosearch(
                     {
                         "_id": r["_id"],
                         "text": r["text"],
-                        **{f"instruction_{m}": r.get(f"instruction_{m}", "") for m in MODES},
+                        **{f"instruction_{m}": r.get(f"instruction_{m}", "") for m in INFOSEARCH_MODES},
                     }
                     for r in rows.values()
                 ),
             )
         )
-        for mode in MODES:
+        for mode in INFOSEARCH_MODES:
             written.append(
                 _tsv(
                     folder / f"qrels_{mode}" / "test.tsv",

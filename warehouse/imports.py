@@ -20,6 +20,7 @@ import pyarrow.parquet as pq
 
 from ifsynth.schemas.errors import ImportFailed
 from ifsynth.schemas.infir import FIELDS, MODES
+from ifsynth.schemas.modes import FOLLOWIR_MODES, INFOSEARCH_MODES, INSTRUCTED, ORIGINAL
 from ifsynth.warehouse.store import Warehouse
 
 FORMATS: tuple[str, ...] = ("beir", "instructir", "infosearch", "followir", "infir")
@@ -109,7 +110,7 @@ def read_instructir(path: Path) -> Imported:
         for row in _jsonl(instructions):
             group = _group_of(row["_id"])
             query = core.get(group) or (row.get("metadata") or {}).get("origin_query", "")
-            out.query("instructed", row["_id"], group, query, row["text"])
+            out.query(INSTRUCTED, row["_id"], group, query, row["text"])
     elif (root / "queries.jsonl").exists():
         _beir_queries(root / "queries.jsonl", out)
     else:
@@ -117,7 +118,7 @@ def read_instructir(path: Path) -> Imported:
             f"`{root}` has neither only_instruction_queries.jsonl with only_queries.jsonl nor queries.jsonl"
         )
     _corpus(root, out)
-    out.qrels = _qrels(_split_file(root / "qrels", out), "instructed")
+    out.qrels = _qrels(_split_file(root / "qrels", out), INSTRUCTED)
     return out
 
 
@@ -129,7 +130,7 @@ def read_beir(path: Path) -> Imported:
         raise ImportFailed(f"`{path}` has no queries.jsonl; a BEIR folder holds corpus.jsonl, queries.jsonl, qrels/")
     _beir_queries(path / "queries.jsonl", out)
     instructed = any(q["instruction"] for q in out.queries)
-    mode = "instructed" if instructed else "original"
+    mode = INSTRUCTED if instructed else ORIGINAL
     if instructed:
         out.recipe = "instructir"
     else:
@@ -151,7 +152,7 @@ def _beir_queries(path: Path, out: Imported) -> None:
         group = meta.get("group_id") or (
             _group_of(row["_id"]) if numbered else first_of_query.setdefault(query, row["_id"])
         )
-        out.query("instructed", row["_id"], group, query, instruction)
+        out.query(INSTRUCTED, row["_id"], group, query, instruction)
 
 
 def _split_query(row: dict[str, Any]) -> tuple[str, str]:
@@ -184,7 +185,7 @@ def read_infosearch(path: Path) -> Imported:
         dimensions = [path]
     if not dimensions:
         raise ImportFailed(f"`{path}` has no queries.jsonl, nor subfolders (one per dimension) that have one")
-    parts = [_modes_folder(d, ("og", "changed", "reversed"), dimension=d.name) for d in dimensions]
+    parts = [_modes_folder(d, INFOSEARCH_MODES, dimension=d.name) for d in dimensions]
     _merge(out, parts, prefix=len(parts) > 1)
     return out
 
@@ -194,7 +195,7 @@ def read_followir(path: Path) -> Imported:
     out = Imported(recipe="followir")
     if not (path / "queries.jsonl").exists():
         raise ImportFailed(f"`{path}` has no queries.jsonl; a FollowIR folder also holds qrels_og/, qrels_changed/")
-    _merge(out, [_modes_folder(path, ("og", "changed"), dimension=None)], prefix=False)
+    _merge(out, [_modes_folder(path, FOLLOWIR_MODES, dimension=None)], prefix=False)
     return out
 
 

@@ -19,12 +19,9 @@ from typing import Any
 import Stemmer
 
 from ifsynth.schemas.errors import UnknownRelease, UnknownRun
+from ifsynth.schemas.modes import INSTRUCTED_MODES
 from ifsynth.warehouse.export import release_for
 from ifsynth.warehouse.store import Warehouse
-
-# The mode whose instructions stand for a release's instructions, in order of preference: a release of
-# several modes (InfoSearch, FollowIR, InF-IR) measures the instructions that carry its conditions.
-INSTRUCTED_MODES = ("instructed", "changed", "positive")
 
 _NON_ALNUM = re.compile(r"[^a-z0-9]+")
 _porter = Stemmer.Stemmer("porter")

@@ -17,10 +17,10 @@ from ifsynth.flows.evaluation import metrics
 from ifsynth.flows.evaluation.metrics import Reference, Triple
 from ifsynth.flows.evaluation.retrieval import Run
 from ifsynth.schemas.errors import ConfigError
+from ifsynth.schemas.modes import CHANGED, OG, REVERSED
 from ifsynth.warehouse.stats import instructed_mode, release_meta
 from ifsynth.warehouse.store import Warehouse
 
-ORIGINAL, INSTRUCTED, REVERSED = "og", "changed", "reversed"
 CROSS_MODE = ("robustness@", "p-mrr", "wise", "sicr", "instfol@")
 
 
@@ -153,14 +153,14 @@ def score(view: ReleaseView, run: Run, references: Sequence[Reference] = ()) -> 
         groups = {qid: row["group_id"] for qid, row in view.queries[mode].items()}
         report[f"robustness@{spec.robustness}"] = metrics.robustness_at_k(per_mode_ndcg[mode], groups)
         report["robustness_mode"] = mode
-    if ORIGINAL not in view.queries or INSTRUCTED not in view.queries:
+    if OG not in view.queries or CHANGED not in view.queries:
         return report
     og, new, changed = _changed_runs(view, run)
     triples = _triples(view, run) if REVERSED in view.queries else None
     report.update(_instruction_following(og, new, changed, triples, info_ref))
     if triples is not None:
         report["gold_instances"] = len(triples)
-    dimension = {qid: row["dimension"] for qid, row in view.queries[INSTRUCTED].items()}
+    dimension = {qid: row["dimension"] for qid, row in view.queries[CHANGED].items()}
     if any(dimension.values()):
         report["by_dimension"] = {
             dim: _instruction_following(
@@ -192,28 +192,28 @@ def _mode_run(view: ReleaseView, run: Run, mode: str) -> dict[str, dict[str, flo
 
 def _changed_runs(view: ReleaseView, run: Run) -> tuple[Run, Run, dict[str, list[str]]]:
     """p-MRR's documents: those whose relevance dropped from the original to the altered instruction."""
-    og, new = view.qrels.get(ORIGINAL, {}), view.qrels.get(INSTRUCTED, {})
+    og, new = view.qrels.get(OG, {}), view.qrels.get(CHANGED, {})
     changed = {
         qid: sorted(doc for doc, s in og.get(qid, {}).items() if s > 0 and new.get(qid, {}).get(doc, 0) < s)
-        for qid in view.queries[INSTRUCTED]
-        if qid in view.queries[ORIGINAL]
+        for qid in view.queries[CHANGED]
+        if qid in view.queries[OG]
     }
-    return _mode_run(view, run, ORIGINAL), _mode_run(view, run, INSTRUCTED), changed
+    return _mode_run(view, run, OG), _mode_run(view, run, CHANGED), changed
 
 
 def _triples(view: ReleaseView, run: Run) -> list[Triple]:
     """One per gold document of each instructed query, placed in the three runs; N = the query's positives in
     the original mode."""
-    runs = {mode: _mode_run(view, run, mode) for mode in (ORIGINAL, INSTRUCTED, REVERSED)}
+    runs = {mode: _mode_run(view, run, mode) for mode in (OG, CHANGED, REVERSED)}
     out = []
-    for qid in sorted(view.queries[INSTRUCTED]):
-        if qid not in view.queries[ORIGINAL] or qid not in view.queries[REVERSED]:
+    for qid in sorted(view.queries[CHANGED]):
+        if qid not in view.queries[OG] or qid not in view.queries[REVERSED]:
             continue
-        golds = sorted(d for d, s in view.qrels.get(INSTRUCTED, {}).get(qid, {}).items() if s > 0)
-        n = sum(1 for s in view.qrels.get(ORIGINAL, {}).get(qid, {}).values() if s > 0)
+        golds = sorted(d for d, s in view.qrels.get(CHANGED, {}).get(qid, {}).items() if s > 0)
+        n = sum(1 for s in view.qrels.get(OG, {}).get(qid, {}).values() if s > 0)
         placed = {mode: metrics.positions(runs[mode][qid]) for mode in runs}
         for doc in golds:
-            ori, ins, rev = (metrics.position(placed[m], doc) for m in (ORIGINAL, INSTRUCTED, REVERSED))
+            ori, ins, rev = (metrics.position(placed[m], doc) for m in (OG, CHANGED, REVERSED))
             out.append(Triple(qid, doc, ori, ins, rev, n))
     return out
 

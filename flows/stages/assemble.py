@@ -14,11 +14,11 @@ from ifsynth.flows.run.context import RunContext
 from ifsynth.flows.run.registry import recipe
 from ifsynth.flows.run.stage import Outcome, StageWriter
 from ifsynth.schemas.infir import MODES
+from ifsynth.schemas.modes import INSTRUCTED
 from ifsynth.schemas.records import ItemRecord, StageCounts
 from ifsynth.warehouse.keys import hash_sample
 
 STAGE = "assemble"
-MODE = "instructed"
 
 
 @dataclass
@@ -51,7 +51,7 @@ def instructir_instance(rows: Rows, item: ItemRecord, number: int) -> None:
     )
     rows.queries.append(
         {
-            "mode": MODE,
+            "mode": INSTRUCTED,
             "query_id": query_id,
             "group_id": payload["query_id"],
             "query": payload["query"],
@@ -59,7 +59,7 @@ def instructir_instance(rows: Rows, item: ItemRecord, number: int) -> None:
             "meta": json.dumps(provenance, sort_keys=True),
         }
     )
-    rows.qrels.append({"mode": MODE, "query_id": query_id, "doc_id": doc_id, "score": 1})
+    rows.qrels.append({"mode": INSTRUCTED, "query_id": query_id, "doc_id": doc_id, "score": 1})
 
 
 INFIR_DOC_SUFFIX = {"document_positive": "pos", "hard_negative_document_1": "neg1", "hard_negative_document_2": "neg2"}

@@ -22,12 +22,12 @@ from typing import Any
 
 from ifsynth.flows.run.context import RunContext
 from ifsynth.flows.run.stage import Outcome, StageWriter
-from ifsynth.flows.stages.assemble import publish, release_card
+from ifsynth.flows.stages.assemble import Rows, publish, release_card
 from ifsynth.schemas.config import InfoSearchParams
+from ifsynth.schemas.modes import CHANGED, INFOSEARCH_MODES, OG, REVERSED
 from ifsynth.schemas.records import ItemRecord, StageCounts
 
 STAGE = "assemble"
-MODES = ("og", "changed", "reversed")
 QRELS_NOTE = [
     "Qrels per mode, for each instructed query (one per core query and condition), over the positives of its",
     "core query (one per condition of the dimension):",
@@ -50,40 +50,24 @@ def _grouped(ctx: RunContext, stage: str, kind: str | None = None) -> dict[str, 
 
 
 def assemble_infosearch(ctx: RunContext, order: int, *, reversals: str, negatives: str) -> StageCounts:
-    params = ctx.params
-    assert isinstance(params, InfoSearchParams)
+    """Every complete core query (read from ``collect``, its positives from ``reversals``, its negatives from
+    ``negatives``) becomes release rows; the others are rejected with what they lacked."""
     cores = _grouped(ctx, "collect", "query")
     finished, made = _grouped(ctx, reversals), _grouped(ctx, negatives, "negative")
     writer = StageWriter(ctx, STAGE, order, total=len(cores))
-    docs: list[dict[str, Any]] = []
-    queries: list[dict[str, Any]] = []
-    qrels: list[dict[str, Any]] = []
-    accepted: list[str] = []
-    per_dimension: dict[str, dict[str, int]] = {}
+    rows, accepted = Rows(), []
+    tallies: dict[str, dict[str, int]] = {}
     for group_id in sorted(cores):
         (core,) = cores[group_id]
-        payload = core.payload
-        dimension, required = payload["dimension"], len(payload["conditions"])
-        by_position: dict[int, ItemRecord] = {}
-        for item in finished.get(group_id, []):
-            by_position.setdefault(item.payload["position"], item)
-        negative_items = made.get(group_id, [])
-        missing = [n for n in range(1, required + 1) if n not in by_position]
-        if missing or not negative_items:
-            reason = (
-                f"complete_core_query: {len(by_position)} of {required} conditions complete"
-                + (f" (missing positions {missing})" if missing else "")
-                + f"; {len(negative_items)} query negatives, at least 1 needed"
-            )
-            verdict = writer.verdict(
-                core.item_id, "reject", judge="rule", reason=reason, score=len(by_position), threshold=required
-            )
-            writer.add(core.item_id, Outcome("reject", verdicts=[verdict], n_out=0))
+        positives, negative_items = complete_positives(core, finished.get(group_id, [])), made.get(group_id, [])
+        rejected = incomplete(writer, core, positives, negative_items)
+        if rejected is not None:
+            writer.add(core.item_id, rejected)
             continue
-        positives = [by_position[n] for n in range(1, required + 1)]
-        _release_rows(group_id, dimension, positives, negative_items, docs, queries, qrels)
-        accepted += [item.item_id for item in positives]
-        tally = per_dimension.setdefault(dimension, {"core": 0, "instructed": 0, "negatives": 0})
+        dimension = core.payload["dimension"]
+        release_rows(rows, group_id, dimension, list(positives.values()), negative_items)
+        accepted += [item.item_id for item in positives.values()]
+        tally = tallies.setdefault(dimension, {"core": 0, "instructed": 0, "negatives": 0})
         tally["core"] += 1
         tally["instructed"] += len(positives)
         tally["negatives"] += len(negative_items)
@@ -91,49 +75,80 @@ def assemble_infosearch(ctx: RunContext, order: int, *, reversals: str, negative
         ctx.progress.advance(STAGE)
     writer.mark(accepted, "accepted")
     counts = writer.close()
+    publish(ctx, card(ctx, counts, tallies, corpus=len(rows.docs)), rows.docs, rows.queries, rows.qrels)
+    return counts
 
-    card = release_card(
+
+def complete_positives(core: ItemRecord, finished: list[ItemRecord]) -> dict[int, ItemRecord]:
+    """The finished document of each of the core query's condition positions that has one (the first, if
+    several), in position order."""
+    by_position: dict[int, ItemRecord] = {}
+    for item in finished:
+        by_position.setdefault(item.payload["position"], item)
+    return {n: by_position[n] for n in range(1, len(core.payload["conditions"]) + 1) if n in by_position}
+
+
+def incomplete(
+    writer: StageWriter, core: ItemRecord, positives: dict[int, ItemRecord], negatives: list[ItemRecord]
+) -> Outcome | None:
+    """The rejection of a core query short of a condition's document or of any query negative, else None."""
+    required = len(core.payload["conditions"])
+    missing = [n for n in range(1, required + 1) if n not in positives]
+    if not missing and negatives:
+        return None
+    reason = (
+        f"complete_core_query: {len(positives)} of {required} conditions complete"
+        + (f" (missing positions {missing})" if missing else "")
+        + f"; {len(negatives)} query negatives, at least 1 needed"
+    )
+    verdict = writer.verdict(
+        core.item_id, "reject", judge="rule", reason=reason, score=len(positives), threshold=required
+    )
+    return Outcome("reject", verdicts=[verdict], n_out=0)
+
+
+def card(ctx: RunContext, counts: StageCounts, tallies: dict[str, dict[str, int]], *, corpus: int) -> dict[str, Any]:
+    """The release card with InfoSearch's counts per dimension and what its qrels mean."""
+    params = ctx.params
+    assert isinstance(params, InfoSearchParams)
+    total = {key: sum(t[key] for t in tallies.values()) for key in ("core", "instructed", "negatives")}
+    released = release_card(
         ctx,
         counts,
-        core_queries=sum(t["core"] for t in per_dimension.values()),
-        instructed_queries=sum(t["instructed"] for t in per_dimension.values()),
-        reversed_queries=sum(t["instructed"] for t in per_dimension.values()),
-        corpus=len(docs),
-        query_negatives=sum(t["negatives"] for t in per_dimension.values()),
+        core_queries=total["core"],
+        instructed_queries=total["instructed"],
+        reversed_queries=total["instructed"],
+        corpus=corpus,
+        query_negatives=total["negatives"],
     )
-    card["dimensions"] = {
+    released["dimensions"] = {
         name: {**tally, "public_name": params.dimension_specs[name].public_name}
-        for name, tally in sorted(per_dimension.items())
+        for name, tally in sorted(tallies.items())
     }
-    card["notes"] = [
+    released["notes"] = [
         "| dimension | public task | core queries | instructed queries | query negatives |",
         "|---|---|---:|---:|---:|",
         *(
             f"| {name} | {t['public_name']}-v1 | {t['core']} | {t['instructed']} | {t['negatives']} |"
-            for name, t in card["dimensions"].items()
+            for name, t in released["dimensions"].items()
         ),
         "",
         *QRELS_NOTE,
     ]
-    publish(ctx, card, docs, queries, qrels)
-    return counts
+    return released
 
 
-def _release_rows(
-    core: str,
-    dimension: str,
-    positives: list[ItemRecord],
-    negatives: list[ItemRecord],
-    docs: list[dict[str, Any]],
-    queries: list[dict[str, Any]],
-    qrels: list[dict[str, Any]],
+def release_rows(
+    rows: Rows, core: str, dimension: str, positives: list[ItemRecord], negatives: list[ItemRecord]
 ) -> None:
+    """A complete core query's documents, its three queries per condition and their qrels."""
+
     def meta(**fields: Any) -> str:
         return json.dumps({"dimension": dimension, **fields}, sort_keys=True, ensure_ascii=False)
 
     for item in positives:
         p = item.payload
-        docs.append(
+        rows.docs.append(
             {
                 "doc_id": f"{core}_doc{p['position']}",
                 "title": p.get("title", "") if p["origin"] == "seed" else "",
@@ -149,7 +164,7 @@ def _release_rows(
         )
     for item in negatives:
         p = item.payload
-        docs.append(
+        rows.docs.append(
             {
                 "doc_id": f"{core}_neg{p['number']}",
                 "title": "",
@@ -160,9 +175,9 @@ def _release_rows(
     for item in positives:
         p = item.payload
         query_id, own = f"{core}_{p['position']}", p["position"]
-        instructions = {"og": "", "changed": p["instruction"], "reversed": p["reversed_instruction"]}
-        for mode in MODES:
-            queries.append(
+        instructions = {OG: "", CHANGED: p["instruction"], REVERSED: p["reversed_instruction"]}
+        for mode in INFOSEARCH_MODES:
+            rows.queries.append(
                 {
                     "mode": mode,
                     "query_id": query_id,
@@ -174,5 +189,7 @@ def _release_rows(
             )
             for other in positives:
                 position = other.payload["position"]
-                score = {"og": 1, "changed": int(position == own), "reversed": int(position != own)}[mode]
-                qrels.append({"mode": mode, "query_id": query_id, "doc_id": f"{core}_doc{position}", "score": score})
+                score = {OG: 1, CHANGED: int(position == own), REVERSED: int(position != own)}[mode]
+                rows.qrels.append(
+                    {"mode": mode, "query_id": query_id, "doc_id": f"{core}_doc{position}", "score": score}
+                )
