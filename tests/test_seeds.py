@@ -111,7 +111,7 @@ def test_selection_bands_one_positive_and_a_stable_sample(tmp_path: Path) -> Non
     def chosen(path: Path) -> tuple[set[str], list[dict]]:
         with Warehouse(path) as wh:
             ctx = RunContext("r", config, params, wh, Prompts(), open_source(config.seeds))
-            counts = select_seeds(ctx, 1)
+            counts = select_seeds(ctx, 1, stage="select")
             kept = {i.payload["query_id"] for page in wh.items("r", "select") for i in page}
             rejected = query(wh, "SELECT item_id, reason FROM verdicts WHERE decision = 'reject' ORDER BY item_id")
         assert (counts.n_in, counts.n_out, counts.rejected) == (20, 4, 11)

@@ -183,15 +183,15 @@ class Stage(ABC):
 
 @dataclass(frozen=True)
 class Call(Stage):
-    """A stage whose work is one plain function, ``function(ctx, order, **options)``: selection, rules,
-    grouping and assembly, which ask no LLM."""
+    """A stage whose work is one plain function, ``function(ctx, order, stage=name, **options)``: selection,
+    rules, grouping and assembly, which ask no LLM."""
 
     name: str
     function: Callable[..., StageCounts]
     options: Mapping[str, Any] = field(default_factory=dict)
 
     def run(self, ctx: RunContext, order: int) -> StageCounts:
-        return self.function(ctx, order, **self.options)
+        return self.function(ctx, order, stage=self.name, **self.options)
 
 
 @dataclass(frozen=True, kw_only=True)

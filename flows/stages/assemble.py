@@ -18,8 +18,6 @@ from ifsynth.schemas.modes import INSTRUCTED
 from ifsynth.schemas.records import ItemRecord, StageCounts
 from ifsynth.warehouse.keys import hash_sample
 
-STAGE = "assemble"
-
 
 @dataclass
 class Rows:
@@ -112,12 +110,13 @@ def assemble_release(
     ctx: RunContext,
     order: int,
     *,
+    stage: str,
     source: str,
     max_noise: int,
     add: Callable[[Rows, ItemRecord, int], None] = instructir_instance,
 ) -> StageCounts:
     """Every ``ok`` item of ``source`` becomes release rows through ``add`` (with its number in its group)."""
-    writer = StageWriter(ctx, STAGE, order, total=ctx.warehouse.count_items(ctx.run_id, source))
+    writer = StageWriter(ctx, stage, order, total=ctx.warehouse.count_items(ctx.run_id, source))
     rows = Rows()
     accepted: list[str] = []
     for page in ctx.warehouse.items(ctx.run_id, source):
@@ -127,7 +126,7 @@ def assemble_release(
             add(rows, item, number)
             accepted.append(item.item_id)
             writer.add(item.item_id, Outcome("pass", n_out=1))
-            ctx.progress.advance(STAGE)
+            ctx.progress.advance(stage)
     writer.mark(accepted, "accepted")
 
     unused = (p for p in ctx.source.passages() if p.doc_id not in rows.used)
@@ -179,7 +178,7 @@ def release_card(ctx: RunContext, assemble: StageCounts, **counts: int) -> dict[
     """What a reader of the release needs to know; nothing that differs between identical runs."""
     config = ctx.config
     stages = ctx.warehouse.stage_rows(ctx.run_id)
-    stages = [row for row in stages if row["stage"] != STAGE]
+    stages = [row for row in stages if row["stage"] != assemble.stage]
     stages.append(assemble.model_dump(include={"stage", "n_in", "n_out", "rejected", "parse_error", "failed"}))
     return {
         "recipe": ctx.recipe,

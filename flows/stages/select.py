@@ -16,8 +16,6 @@ from ifsynth.schemas.records import ItemRecord, StageCounts
 from ifsynth.schemas.seeds import SeedPair
 from ifsynth.warehouse.keys import hash_sample, item_id
 
-STAGE = "select"
-
 
 class SelectionParams(Protocol):
     """What selection reads from a recipe's parameters (InstructIR's and InF-IR's both carry it)."""
@@ -39,7 +37,7 @@ def band(values: list[int], percentiles: tuple[float, float]) -> tuple[float, fl
     return float(low), float(high)
 
 
-def select_seeds(ctx: RunContext, order: int) -> StageCounts:
+def select_seeds(ctx: RunContext, order: int, *, stage: str) -> StageCounts:
     params = cast(SelectionParams, ctx.params)
     unit = params.length_unit
     query_lengths, passage_lengths = [], []
@@ -49,7 +47,7 @@ def select_seeds(ctx: RunContext, order: int) -> StageCounts:
     query_band = band(query_lengths, params.query_length_percentiles)
     passage_band = band(passage_lengths, params.passage_length_percentiles)
 
-    writer = StageWriter(ctx, STAGE, order, total=len(query_lengths))
+    writer = StageWriter(ctx, stage, order, total=len(query_lengths))
     eligible: list[SeedPair] = []
     for pair in ctx.source.pairs():
         reasons = _reasons(pair, unit, query_band, passage_band, params)
@@ -57,18 +55,19 @@ def select_seeds(ctx: RunContext, order: int) -> StageCounts:
         if reasons:
             verdict = writer.verdict(seed_id, "reject", judge="rule", reason="; ".join(reasons))
             writer.add(
-                seed_id, Outcome("reject", items=[_item(ctx, seed_id, pair, "rejected")], verdicts=[verdict], n_out=0)
+                seed_id,
+                Outcome("reject", items=[_item(writer, seed_id, pair, "rejected")], verdicts=[verdict], n_out=0),
             )
         else:
             eligible.append(pair)
-        ctx.progress.advance(STAGE)
+        ctx.progress.advance(stage)
     keep = len(eligible) if ctx.config.limit is None else ctx.config.limit
     drawn = hash_sample(eligible, keep, key=lambda pair: f"{params.seed}:{pair.query.query_id}")
     chosen = {pair.query.query_id for pair in drawn}
     for pair in eligible:
         seed_id = item_id("seed", [], pair.query.query_id)
         picked = pair.query.query_id in chosen
-        writer.add(seed_id, Outcome("pass", items=[_item(ctx, seed_id, pair, "ok")] if picked else []))
+        writer.add(seed_id, Outcome("pass", items=[_item(writer, seed_id, pair, "ok")] if picked else []))
     return writer.close()
 
 
@@ -99,12 +98,12 @@ def _reasons(
     return reasons
 
 
-def _item(ctx: RunContext, seed_id: str, pair: SeedPair, status: Literal["ok", "rejected"]) -> ItemRecord:
+def _item(writer: StageWriter, seed_id: str, pair: SeedPair, status: Literal["ok", "rejected"]) -> ItemRecord:
     passage = pair.positives[0]
     return ItemRecord(
-        run_id=ctx.run_id,
+        run_id=writer.ctx.run_id,
         item_id=seed_id,
-        stage=STAGE,
+        stage=writer.stage,
         kind="seed",
         group_id=pair.query.query_id,
         payload={

@@ -12,19 +12,17 @@ from ifsynth.flows.run.context import RunContext
 from ifsynth.flows.run.stage import Outcome, StageWriter
 from ifsynth.schemas.records import ItemRecord, StageCounts
 
-STAGE = "tuples"
 
-
-def make_tuples(ctx: RunContext, order: int, *, source: str = "rewrite") -> StageCounts:
+def make_tuples(ctx: RunContext, order: int, *, stage: str, source: str = "rewrite") -> StageCounts:
     groups = ctx.warehouse.count_groups(ctx.run_id, source)
-    writer = StageWriter(ctx, STAGE, order, total=groups)
+    writer = StageWriter(ctx, stage, order, total=groups)
     for page in ctx.warehouse.items(ctx.run_id, source, status=None):
         members: dict[str, dict[str, ItemRecord]] = {}
         for item in page:
             members.setdefault(item.group_id, {})[item.payload["role"]] = item
         for group, roles in members.items():
             writer.add(None, tuple_outcome(writer, group, roles))
-            ctx.progress.advance(STAGE)
+            ctx.progress.advance(stage)
     return writer.close()
 
 

@@ -27,7 +27,6 @@ from ifsynth.schemas.config import InfoSearchParams
 from ifsynth.schemas.modes import CHANGED, INFOSEARCH_MODES, OG, REVERSED
 from ifsynth.schemas.records import ItemRecord, StageCounts
 
-STAGE = "assemble"
 QRELS_NOTE = [
     "Qrels per mode, for each instructed query (one per core query and condition), over the positives of its",
     "core query (one per condition of the dimension):",
@@ -49,12 +48,12 @@ def _grouped(ctx: RunContext, stage: str, kind: str | None = None) -> dict[str, 
     return groups
 
 
-def assemble_infosearch(ctx: RunContext, order: int, *, reversals: str, negatives: str) -> StageCounts:
+def assemble_infosearch(ctx: RunContext, order: int, *, stage: str, reversals: str, negatives: str) -> StageCounts:
     """Every complete core query (read from ``collect``, its positives from ``reversals``, its negatives from
     ``negatives``) becomes release rows; the others are rejected with what they lacked."""
     cores = _grouped(ctx, "collect", "query")
     finished, made = _grouped(ctx, reversals), _grouped(ctx, negatives, "negative")
-    writer = StageWriter(ctx, STAGE, order, total=len(cores))
+    writer = StageWriter(ctx, stage, order, total=len(cores))
     rows, accepted = Rows(), []
     tallies: dict[str, dict[str, int]] = {}
     for group_id in sorted(cores):
@@ -72,7 +71,7 @@ def assemble_infosearch(ctx: RunContext, order: int, *, reversals: str, negative
         tally["instructed"] += len(positives)
         tally["negatives"] += len(negative_items)
         writer.add(core.item_id, Outcome("pass", n_out=len(positives)))
-        ctx.progress.advance(STAGE)
+        ctx.progress.advance(stage)
     writer.mark(accepted, "accepted")
     counts = writer.close()
     publish(ctx, card(ctx, counts, tallies, corpus=len(rows.docs)), rows.docs, rows.queries, rows.qrels)

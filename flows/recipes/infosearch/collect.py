@@ -20,8 +20,6 @@ from ifsynth.schemas.records import ItemRecord, StageCounts
 from ifsynth.schemas.seeds import SeedPair, SeedPassage
 from ifsynth.warehouse.keys import hash_sample, item_id
 
-STAGE = "collect"
-
 
 def dimension_source(run_seeds: str, spec: Dimension, dimension: str) -> SeedSource:
     """The dimension's own seeds, else the run's; ``demo`` means the built-in seeds of that dimension."""
@@ -50,14 +48,14 @@ def seed_documents(
     return [(n, condition, p) for n, (condition, p) in enumerate(zip(spec.conditions, pair.positives, strict=False), 1)]
 
 
-def collect_seeds(ctx: RunContext, order: int) -> StageCounts:
+def collect_seeds(ctx: RunContext, order: int, *, stage: str) -> StageCounts:
     params = ctx.params
     assert isinstance(params, InfoSearchParams)
     sources = {
         name: dimension_source(ctx.config.seeds, params.dimension_specs[name], name) for name in params.dimensions
     }
     pairs = {name: list(source.pairs()) for name, source in sources.items()}  # like select: hundreds, not millions
-    writer = StageWriter(ctx, STAGE, order, total=sum(map(len, pairs.values())))
+    writer = StageWriter(ctx, stage, order, total=sum(map(len, pairs.values())))
     for dimension, seeds in pairs.items():
         spec = params.dimension_specs[dimension]
         minimum = needed(spec, params)
@@ -68,9 +66,9 @@ def collect_seeds(ctx: RunContext, order: int) -> StageCounts:
             if have < minimum:
                 reason = f"seed_positives: {have} judged positives, {dimension} needs at least {minimum}"
                 verdict = writer.verdict(core_id, "reject", judge="rule", reason=reason, score=have, threshold=minimum)
-                rejected = _core(ctx, core_id, dimension, pair, spec, params, status="rejected")
+                rejected = _core(writer, core_id, dimension, pair, spec, params, status="rejected")
                 writer.add(core_id, Outcome("reject", items=[rejected], verdicts=[verdict], n_out=0))
-                ctx.progress.advance(STAGE)
+                ctx.progress.advance(stage)
             else:
                 eligible.append(pair)
         keep = len(eligible) if ctx.config.limit is None else ctx.config.limit
@@ -81,15 +79,15 @@ def collect_seeds(ctx: RunContext, order: int) -> StageCounts:
             core_id = item_id("core", [], dimension, pair.query.query_id)
             items = []
             if pair.query.query_id in chosen:
-                core = _core(ctx, core_id, dimension, pair, spec, params, status="ok")
+                core = _core(writer, core_id, dimension, pair, spec, params, status="ok")
                 items = [core, *_documents(writer, core, pair, spec, params)]
             writer.add(core_id, Outcome("pass", items=items, n_out=len(items)))
-            ctx.progress.advance(STAGE)
+            ctx.progress.advance(stage)
     return writer.close()
 
 
 def _core(
-    ctx: RunContext,
+    writer: StageWriter,
     core_id: str,
     dimension: str,
     pair: SeedPair,
@@ -101,9 +99,9 @@ def _core(
     kept = seed_documents(pair, spec, params)
     conditions = list(spec.conditions) if spec.conditions else [None] * len(kept)
     return ItemRecord(
-        run_id=ctx.run_id,
+        run_id=writer.ctx.run_id,
         item_id=core_id,
-        stage=STAGE,
+        stage=writer.stage,
         kind="query",
         group_id=f"{dimension}-{pair.query.query_id}",
         payload={

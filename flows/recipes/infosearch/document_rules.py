@@ -19,8 +19,6 @@ from ifsynth.flows.run.stage import Outcome, StageWriter
 from ifsynth.schemas.config import InfoSearchParams
 from ifsynth.schemas.records import ItemRecord, StageCounts
 
-STAGE = "rules"
-
 
 def _wordset(text: str) -> frozenset[str]:
     return frozenset(text.split())
@@ -155,7 +153,7 @@ def document_checks(document: ItemRecord, params: InfoSearchParams, siblings: Se
     return checks
 
 
-def check_documents(ctx: RunContext, order: int, *, sources: Sequence[str]) -> StageCounts:
+def check_documents(ctx: RunContext, order: int, *, stage: str, sources: Sequence[str]) -> StageCounts:
     """Documents from ``sources`` that pass every rule continue as items of this stage.
 
     Siblings (the other positives of a core query) come from the core query items of ``collect``, held in
@@ -170,7 +168,7 @@ def check_documents(ctx: RunContext, order: int, *, sources: Sequence[str]) -> S
         if item.kind == "query"
     }
     total = sum(ctx.warehouse.count_items(ctx.run_id, source) for source in sources)
-    writer = StageWriter(ctx, STAGE, order, total)
+    writer = StageWriter(ctx, stage, order, total)
     for source in sources:
         for page in ctx.warehouse.items(ctx.run_id, source):
             for document in page:
@@ -179,7 +177,7 @@ def check_documents(ctx: RunContext, order: int, *, sources: Sequence[str]) -> S
                 ):
                     continue
                 writer.add(document.item_id, _judge(ctx, writer, document, params, cores))
-                ctx.progress.advance(STAGE)
+                ctx.progress.advance(stage)
     return writer.close()
 
 

@@ -6,11 +6,9 @@ from ifsynth.flows.run.context import RunContext
 from ifsynth.flows.run.stage import Outcome, StageWriter
 from ifsynth.schemas.records import StageCounts
 
-STAGE = "group_filter"
 
-
-def filter_groups(ctx: RunContext, order: int, *, source: str, min_group_size: int) -> StageCounts:
-    writer = StageWriter(ctx, STAGE, order, total=ctx.warehouse.count_items(ctx.run_id, source))
+def filter_groups(ctx: RunContext, order: int, *, stage: str, source: str, min_group_size: int) -> StageCounts:
+    writer = StageWriter(ctx, stage, order, total=ctx.warehouse.count_items(ctx.run_id, source))
     for page in ctx.warehouse.items(ctx.run_id, source):
         groups: dict[str, list[str]] = {}
         for item in page:
@@ -24,5 +22,5 @@ def filter_groups(ctx: RunContext, order: int, *, source: str, min_group_size: i
                     member, decision, judge="rule", reason=reason, score=size, threshold=min_group_size
                 )
                 writer.add(member, Outcome(decision, verdicts=[verdict], n_out=int(decision == "pass")))
-                ctx.progress.advance(STAGE)
+                ctx.progress.advance(stage)
     return writer.close()
