@@ -1,14 +1,64 @@
-"""What tests share beyond fixtures: reading and writing the warehouse's tables directly.
+"""What tests share beyond fixtures: a gateway config and asks for the fake, a responder that reads the
+InstructIR prompts like a model that follows them, and direct access to the warehouse's tables.
 
-The tool itself never does (every statement it runs is a named ``Warehouse`` method); tests look at rows a
-command wrote, or set up rows no command writes, through the warehouse's own connection."""
+The tool itself never reads its tables directly (every statement it runs is a named ``Warehouse`` method);
+tests look at rows a command wrote, or set up rows no command writes, through the warehouse's connection."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from typing import Any
 
+from ifsynth.flows.llm.requests import Ask
+from ifsynth.prompts.registry import Rendered
+from ifsynth.schemas.answers import RelevanceJudgement
+from ifsynth.schemas.config import Endpoint, RunConfig
 from ifsynth.warehouse.store import Warehouse
+from tests.fake_openai import FakeOpenAI
+
+GOOD = {"explanation": "it answers", "score": 5}
+
+
+def config(fake: FakeOpenAI, **endpoint: Any) -> RunConfig:
+    """A run config whose one endpoint is the fake, with fast retries."""
+    settings = {"base_url": fake.base_url, "max_attempts": 4, "timeout": 5.0, **endpoint}
+    return RunConfig(recipe="instructir", seeds="demo", model="m", endpoint=Endpoint(**settings))
+
+
+def ask(text: str = "judge this") -> Ask:
+    prompt = Rendered("test/judge", "abc123", ({"role": "user", "content": text},))
+    return Ask(prompt, RelevanceJudgement, "generator", 0.0, 64)
+
+
+def field(text: str, label: str) -> str:
+    """The value of a ``Label: value`` line of a prompt."""
+    match = re.search(rf"^{label}: (.*)$", text, re.MULTILINE)
+    assert match, f"no `{label}:` line in the prompt"
+    return match.group(1)
+
+
+def sensible(body: dict[str, Any]) -> dict[str, Any]:
+    """Answers InstructIR's requests by schema name, reading the prompt like a model that follows it; the
+    rewrite for reader 3 of a query is judged off-topic."""
+    name = body["response_format"]["json_schema"]["name"]
+    prompt = body["messages"][-1]["content"]
+    if name.startswith("Instructions"):
+        k = int(name.removeprefix("Instructions"))
+        query = field(prompt, "Query")
+        return {"instructions": [f"I am reader {i} asking about {query}." for i in range(1, k + 1)]}
+    if name == "Rewrite":
+        searcher = field(prompt, "About the searcher")
+        return {"plan": "tailor it", "revised_passage": f"For {searcher} here is the answer."}
+    if name == "RelevanceJudgement":
+        bad = "I am reader 3 " in field(prompt, "Passage")
+        return {"explanation": "off" if bad else "answers it", "score": 2 if bad else 5}
+    if name.startswith("Pick"):
+        wanted = field(prompt, "About the searcher")
+        for label, text in re.findall(r"^\[(\d+)\] (.*)$", prompt, re.MULTILINE):
+            if wanted in text:
+                return {"explanation": "matches the reader", "best": label}
+    raise AssertionError(f"unexpected request {name}")
 
 
 def query(warehouse: Warehouse, sql: str, params: Sequence[Any] | None = None) -> list[dict[str, Any]]:

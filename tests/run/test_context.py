@@ -11,7 +11,7 @@ from pathlib import Path
 from ifsynth.warehouse.store import Warehouse
 from tests.conftest import cli
 from tests.fake_openai import FakeOpenAI
-from tests.test_instructir_flow import sensible
+from tests.helpers import sensible
 
 
 def test_a_stopped_run_is_finished_by_its_flow_called_in_a_fresh_process(tmp_path: Path) -> None:

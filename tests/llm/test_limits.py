@@ -12,8 +12,7 @@ from ifsynth.flows.llm.limits import AdaptiveLimit, Budget, RateLimit, parse_res
 from ifsynth.schemas.errors import BudgetExhausted
 from ifsynth.warehouse.store import Warehouse
 from tests.fake_openai import FakeOpenAI
-from tests.helpers import query
-from tests.test_llm import GOOD, ask, config
+from tests.helpers import GOOD, ask, config, query
 
 
 class Clock:
@@ -168,7 +167,7 @@ def test_a_run_stopped_by_its_budget_is_marked_stopped_and_continues(tmp_path: P
     from ifsynth.flows.run.config import resolve
     from ifsynth.flows.run.runner import execute
     from ifsynth.warehouse import audit
-    from tests.test_instructir_flow import sensible
+    from tests.helpers import sensible
 
     warehouse = tmp_path / "w.duckdb"
     with FakeOpenAI(mode="responder", responder=sensible) as server:

@@ -4,9 +4,7 @@ right passages, the gold survives the shuffle, and the filters keep and drop wha
 from __future__ import annotations
 
 import json
-import re
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -15,36 +13,9 @@ from ifsynth.flows.run.runner import execute
 from ifsynth.warehouse import audit
 from ifsynth.warehouse.export import export, release_for
 from ifsynth.warehouse.store import Warehouse
+from tests.conftest import REPO
 from tests.fake_openai import FakeOpenAI
-from tests.helpers import query
-
-
-def field(text: str, label: str) -> str:
-    match = re.search(rf"^{label}: (.*)$", text, re.MULTILINE)
-    assert match, f"no `{label}:` line in the prompt"
-    return match.group(1)
-
-
-def sensible(body: dict[str, Any]) -> dict[str, Any]:
-    """Answers by schema name, reading the prompt like a model that follows it."""
-    name = body["response_format"]["json_schema"]["name"]
-    prompt = body["messages"][-1]["content"]
-    if name.startswith("Instructions"):
-        k = int(name.removeprefix("Instructions"))
-        query = field(prompt, "Query")
-        return {"instructions": [f"I am reader {i} asking about {query}." for i in range(1, k + 1)]}
-    if name == "Rewrite":
-        searcher = field(prompt, "About the searcher")
-        return {"plan": "tailor it", "revised_passage": f"For {searcher} here is the answer."}
-    if name == "RelevanceJudgement":
-        bad = "I am reader 3 " in field(prompt, "Passage")
-        return {"explanation": "off" if bad else "answers it", "score": 2 if bad else 5}
-    if name.startswith("Pick"):
-        wanted = field(prompt, "About the searcher")
-        for label, text in re.findall(r"^\[(\d+)\] (.*)$", prompt, re.MULTILINE):
-            if wanted in text:
-                return {"explanation": "matches the reader", "best": label}
-    raise AssertionError(f"unexpected request {name}")
+from tests.helpers import query, sensible
 
 
 @pytest.fixture
@@ -113,7 +84,7 @@ def test_changing_one_template_resends_only_its_stage(server: FakeOpenAI, tmp_pa
     sent = server.stats()["requests"]
     overlay = tmp_path / "prompts" / "instructir"
     overlay.mkdir(parents=True)
-    builtin = Path(__file__).resolve().parents[1] / "prompts" / "instructir" / "judge_specificity.j2"
+    builtin = REPO / "prompts" / "instructir" / "judge_specificity.j2"
     (overlay / "judge_specificity.j2").write_text(builtin.read_text().replace("pick", "choose"))
     run(server, warehouse, "min_group_size=3", prompts_dir=tmp_path / "prompts")
     resent = server.requests[sent:]

@@ -16,22 +16,10 @@ from ifsynth.flows.llm.limits import AdaptiveLimit
 from ifsynth.flows.llm.requests import Ask, Reply
 from ifsynth.prompts.registry import Rendered
 from ifsynth.schemas.answers import RelevanceJudgement
-from ifsynth.schemas.config import Endpoint, RunConfig
+from ifsynth.schemas.config import Endpoint
 from ifsynth.warehouse.store import Warehouse
 from tests.fake_openai import FakeOpenAI
-from tests.helpers import execute, query
-
-GOOD = {"explanation": "it answers", "score": 5}
-
-
-def config(fake: FakeOpenAI, **endpoint: Any) -> RunConfig:
-    settings = {"base_url": fake.base_url, "max_attempts": 4, "timeout": 5.0, **endpoint}
-    return RunConfig(recipe="instructir", seeds="demo", model="m", endpoint=Endpoint(**settings))
-
-
-def ask(text: str = "judge this") -> Ask:
-    prompt = Rendered("test/judge", "abc123", ({"role": "user", "content": text},))
-    return Ask(prompt, RelevanceJudgement, "generator", 0.0, 64)
+from tests.helpers import GOOD, ask, config, execute, query
 
 
 def answer(fake: FakeOpenAI, warehouse: Warehouse, asks: list[Ask], **endpoint: Any) -> list[Reply]:

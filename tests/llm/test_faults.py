@@ -11,8 +11,7 @@ from ifsynth.flows.run.runner import execute
 from ifsynth.warehouse import audit
 from ifsynth.warehouse.store import Warehouse
 from tests.fake_openai import FakeOpenAI
-from tests.helpers import query
-from tests.test_instructir_flow import sensible
+from tests.helpers import query, sensible
 
 
 def reasked(body: dict[str, Any]) -> dict[str, Any]:

@@ -13,8 +13,7 @@ from ifsynth.flows.llm.requests import Reply
 from ifsynth.schemas.config import RunConfig
 from ifsynth.warehouse.store import Warehouse
 from tests.fake_openai import FakeOpenAI
-from tests.helpers import query
-from tests.test_llm import GOOD, ask, config
+from tests.helpers import GOOD, ask, config, query
 
 
 def batch_config(fake: FakeOpenAI) -> RunConfig:
@@ -72,7 +71,7 @@ def test_the_recipe_runs_stage_by_stage_through_batches(tmp_path: Path) -> None:
     from ifsynth.flows.run.config import resolve
     from ifsynth.flows.run.runner import execute
     from ifsynth.warehouse import audit
-    from tests.test_instructir_flow import sensible
+    from tests.helpers import sensible
 
     with FakeOpenAI(mode="responder", responder=sensible) as server:
         settings = resolve(

@@ -25,8 +25,7 @@ from ifsynth.warehouse.imports import import_release
 from ifsynth.warehouse.store import Warehouse
 from tests.conftest import INSTRUCTIR_SEEDS, SHARED_DATA, cli
 from tests.fake_openai import FakeOpenAI
-from tests.helpers import query
-from tests.test_instructir_flow import field, sensible
+from tests.helpers import field, query, sensible
 
 
 @pytest.fixture(scope="module")

@@ -1,0 +1,1 @@
+"""The `ifsynth` command in child processes: one-line errors, exports, reruns, kills."""

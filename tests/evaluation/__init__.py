@@ -1,0 +1,1 @@
+"""Metrics as the papers define them, retrieval runs, scoring a release."""

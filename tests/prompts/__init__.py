@@ -1,0 +1,1 @@
+"""The template registry: rendering, hashing, overlays."""

@@ -1,0 +1,1 @@
+"""A run's context and resumption from any process."""

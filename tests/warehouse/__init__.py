@@ -1,0 +1,1 @@
+"""The DuckDB warehouse: writes, cache keys, imports of published releases."""
