@@ -4,10 +4,11 @@ each)."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -39,9 +40,15 @@ def offline_env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
 
 
 @pytest.fixture
-def fake() -> Iterator[FakeOpenAI]:
-    with FakeOpenAI() as server:
-        yield server
+def make_fake() -> Iterator[Callable[..., FakeOpenAI]]:
+    """Start a loopback fake with the given settings (FakeOpenAI's arguments); each is stopped after the test."""
+    with contextlib.ExitStack() as started:
+        yield lambda **settings: started.enter_context(FakeOpenAI(**settings))
+
+
+@pytest.fixture
+def fake(make_fake: Callable[..., FakeOpenAI]) -> FakeOpenAI:
+    return make_fake()
 
 
 @pytest.fixture

@@ -54,12 +54,6 @@ JSON_SCHEMA_FORMAT = {"type": "json_schema", "json_schema": {"name": "Record", "
 
 
 @pytest.fixture
-def fake() -> Iterator[FakeOpenAI]:
-    with FakeOpenAI() as server:
-        yield server
-
-
-@pytest.fixture
 def client(fake: FakeOpenAI) -> Iterator[openai.OpenAI]:
     with make_client(fake) as sdk:
         yield sdk

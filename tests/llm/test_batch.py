@@ -4,6 +4,7 @@ keys, stages from the cache with no chat request, and a run stopped while waitin
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -67,21 +68,21 @@ def test_a_run_stopped_while_waiting_polls_the_same_batch(fake: FakeOpenAI, ware
     assert fake.stats()["requests"] == 0
 
 
-def test_the_recipe_runs_stage_by_stage_through_batches(tmp_path: Path) -> None:
+def test_the_recipe_runs_stage_by_stage_through_batches(tmp_path: Path, make_fake: Callable[..., FakeOpenAI]) -> None:
     from ifsynth.flows.run.config import resolve
     from ifsynth.flows.run.runner import execute
     from ifsynth.warehouse import audit
     from tests.helpers import sensible
 
-    with FakeOpenAI(mode="responder", responder=sensible) as server:
-        settings = resolve(
-            "instructir", seeds="demo", limit=3, base_url=server.base_url, model="m", batch=True,
-            sets=["instructions_per_query=3", "min_group_size=1", "batch_poll_seconds=0.01"],
-        )  # fmt: skip
-        run_id = execute(settings, tmp_path / "w.duckdb").run_id
-        with Warehouse(tmp_path / "w.duckdb", read_only=True) as wh:
-            report = audit.funnel(wh, run_id)
-            stages = [r["stage"] for r in query(wh, "SELECT stage FROM llm_batches ORDER BY created_at")]
-        assert server.stats()["requests"] == 0, "every answer came through a batch"
+    server = make_fake(mode="responder", responder=sensible)
+    settings = resolve(
+        "instructir", seeds="demo", limit=3, base_url=server.base_url, model="m", batch=True,
+        sets=["instructions_per_query=3", "min_group_size=1", "batch_poll_seconds=0.01"],
+    )  # fmt: skip
+    run_id = execute(settings, tmp_path / "w.duckdb").run_id
+    with Warehouse(tmp_path / "w.duckdb", read_only=True) as wh:
+        report = audit.funnel(wh, run_id)
+        stages = [r["stage"] for r in query(wh, "SELECT stage FROM llm_batches ORDER BY created_at")]
+    assert server.stats()["requests"] == 0, "every answer came through a batch"
     assert stages == ["instructions", "rewrite", "judge_relevance", "judge_specificity"]
     assert report["status"] == "completed" and report["accepted"] > 0

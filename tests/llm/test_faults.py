@@ -3,6 +3,7 @@ in llm_calls, and every stage accounts for each of its inputs."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -22,15 +23,15 @@ def reasked(body: dict[str, Any]) -> dict[str, Any]:
     return sensible(body)
 
 
-def test_faults_are_recorded_and_no_item_is_lost(tmp_path: Path) -> None:
+def test_faults_are_recorded_and_no_item_is_lost(tmp_path: Path, make_fake: Callable[..., FakeOpenAI]) -> None:
     faults = {"rate_429": 0.1, "rate_500": 0.05, "rate_invalid_json": 0.05, "rate_length": 0.03}
-    with FakeOpenAI(mode="responder", responder=reasked, retry_after=0.01, **faults) as server:
-        settings = resolve(
-            "instructir", seeds="demo", limit=4, base_url=server.base_url, model="m",
-            sets=["instructions_per_query=4", "min_group_size=1", "max_attempts=8"],
-        )  # fmt: skip
-        run_id = execute(settings, tmp_path / "w.duckdb").run_id
-        served = server.stats()
+    server = make_fake(mode="responder", responder=reasked, retry_after=0.01, **faults)
+    settings = resolve(
+        "instructir", seeds="demo", limit=4, base_url=server.base_url, model="m",
+        sets=["instructions_per_query=4", "min_group_size=1", "max_attempts=8"],
+    )  # fmt: skip
+    run_id = execute(settings, tmp_path / "w.duckdb").run_id
+    served = server.stats()
     with Warehouse(tmp_path / "w.duckdb", read_only=True) as wh:
         report = audit.funnel(wh, run_id)
         (rows,) = query(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -163,31 +164,33 @@ def test_budget_stops_the_gateway_before_the_limit_and_the_cache_resumes(
     assert fake.stats()["requests"] == 5
 
 
-def test_a_run_stopped_by_its_budget_is_marked_stopped_and_continues(tmp_path: Path) -> None:
+def test_a_run_stopped_by_its_budget_is_marked_stopped_and_continues(
+    tmp_path: Path, make_fake: Callable[..., FakeOpenAI]
+) -> None:
     from ifsynth.flows.run.config import resolve
     from ifsynth.flows.run.runner import execute
     from ifsynth.warehouse import audit
     from tests.helpers import sensible
 
     warehouse = tmp_path / "w.duckdb"
-    with FakeOpenAI(mode="responder", responder=sensible) as server:
+    server = make_fake(mode="responder", responder=sensible)
 
-        def run(**budget: float) -> str:
-            settings = resolve(
-                "instructir", seeds="demo", limit=3, base_url=server.base_url, model="m",
-                sets=["instructions_per_query=3", "min_group_size=1"], **budget,
-            )  # fmt: skip
-            return execute(settings, warehouse).run_id
+    def run(**budget: float) -> str:
+        settings = resolve(
+            "instructir", seeds="demo", limit=3, base_url=server.base_url, model="m",
+            sets=["instructions_per_query=3", "min_group_size=1"], **budget,
+        )  # fmt: skip
+        return execute(settings, warehouse).run_id
 
-        with pytest.raises(BudgetExhausted, match="stopped: budget of 7 calls"):
-            run(max_calls=7)
-        assert server.stats()["requests"] == 7
-        with Warehouse(warehouse, read_only=True) as wh:
-            assert wh.run().status == "stopped"
-        run_id = run()
-        with Warehouse(warehouse, read_only=True) as wh:
-            report = audit.funnel(wh, run_id)
-            (dupes,) = query(wh, "SELECT count(*) - count(DISTINCT key) AS n FROM llm_calls")
+    with pytest.raises(BudgetExhausted, match="stopped: budget of 7 calls"):
+        run(max_calls=7)
+    assert server.stats()["requests"] == 7
+    with Warehouse(warehouse, read_only=True) as wh:
+        assert wh.run().status == "stopped"
+    run_id = run()
+    with Warehouse(warehouse, read_only=True) as wh:
+        report = audit.funnel(wh, run_id)
+        (dupes,) = query(wh, "SELECT count(*) - count(DISTINCT key) AS n FROM llm_calls")
     assert report["status"] == "completed" and report["accepted"] > 0
     assert report["llm_calls"]["sent"] == server.stats()["requests"] > 7
     assert dupes["n"] == 0, "nothing answered before the stop was asked again"

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -323,13 +323,15 @@ def test_infir_formats_refuse_other_recipes_releases(tmp_path: Path) -> None:
                 export(wh, "ir", fmt, tmp_path / fmt)
 
 
-def test_random_answers_on_beir_seeds_carry_a_run_to_complete_exports(tmp_path: Path) -> None:
+def test_random_answers_on_beir_seeds_carry_a_run_to_complete_exports(
+    tmp_path: Path, make_fake: Callable[..., FakeOpenAI]
+) -> None:
     warehouse = tmp_path / "random.duckdb"
-    with FakeOpenAI(mode="random") as fake:
-        validated, unvalidated = (
-            execute(resolve("infir", seeds=BEIR, limit=10, base_url=fake.base_url, model="m", sets=sets), warehouse)
-            for sets in (["distractors=2"], ["distractors=2", "validate=false"])
-        )
+    fake = make_fake(mode="random")
+    validated, unvalidated = (
+        execute(resolve("infir", seeds=BEIR, limit=10, base_url=fake.base_url, model="m", sets=sets), warehouse)
+        for sets in (["distractors=2"], ["distractors=2", "validate=false"])
+    )
     with Warehouse(warehouse, read_only=True) as wh:
         judged = {s["stage"]: s for s in audit.funnel(wh, validated.run_id)["stages"]}["validate"]
         assert judged["in"] == 10 and judged["sent"] == 30 and len(judged["judges"]) == 3
@@ -344,12 +346,12 @@ def test_random_answers_on_beir_seeds_carry_a_run_to_complete_exports(tmp_path: 
         assert not any("\n" in row[name] for name in SEVEN if name.startswith(("instruction", "query")))
 
 
-def test_cli_run_on_demo_seeds_against_random_answers(tmp_path: Path) -> None:
+def test_cli_run_on_demo_seeds_against_random_answers(tmp_path: Path, make_fake: Callable[..., FakeOpenAI]) -> None:
     """The acceptance path through the real command: run, funnel, audit, export, show."""
     warehouse = str(tmp_path / "cli.duckdb")
-    with FakeOpenAI(mode="random") as fake:
-        args = ["--base-url", fake.base_url, "--model", "m", "--set", "distractors=0"]
-        proc = cli("--warehouse", warehouse, "run", "infir", "--seeds", "demo", "--limit", "8", *args, env=WIDE)
+    fake = make_fake(mode="random")
+    args = ["--base-url", fake.base_url, "--model", "m", "--set", "distractors=0"]
+    proc = cli("--warehouse", warehouse, "run", "infir", "--seeds", "demo", "--limit", "8", *args, env=WIDE)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "neg. query" in proc.stdout and "all three" in proc.stdout
     funnel = json.loads(cli("--warehouse", warehouse, "funnel", "--json").stdout)

@@ -5,6 +5,7 @@ InfoSearch layout."""
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 
 from ifsynth.schemas.config import DIMENSIONS
@@ -22,14 +23,14 @@ OPEN_JUDGES = (
 )  # fmt: skip
 
 
-def test_random_answers_still_complete_all_six_dimensions(tmp_path: Path) -> None:
+def test_random_answers_still_complete_all_six_dimensions(tmp_path: Path, make_fake: Callable[..., FakeOpenAI]) -> None:
     warehouse, out = tmp_path / "w.duckdb", tmp_path / "export"
-    with FakeOpenAI() as server:
-        run = cli(
-            "--warehouse", str(warehouse), "run", "infosearch", "--seeds", "demo", "--base-url", server.base_url,
-            "--model", "m", "--json", *OPEN_JUDGES,
-        )  # fmt: skip
-        assert run.returncode == 0, run.stderr[-2000:]
+    server = make_fake()
+    run = cli(
+        "--warehouse", str(warehouse), "run", "infosearch", "--seeds", "demo", "--base-url", server.base_url,
+        "--model", "m", "--json", *OPEN_JUDGES,
+    )  # fmt: skip
+    assert run.returncode == 0, run.stderr[-2000:]
     funnel = json.loads(run.stdout)
     assert funnel["status"] == "completed"
     stages = {s["stage"]: s for s in funnel["stages"]}
