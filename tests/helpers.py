@@ -7,13 +7,16 @@ tests look at rows a command wrote, or set up rows no command writes, through th
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
-from ifsynth.flows.llm.requests import Ask
+from ifsynth.flows.llm.requests import Ask, Reply
+from ifsynth.flows.run.context import RunContext
+from ifsynth.flows.run.stage import StageWriter
 from ifsynth.prompts.registry import Rendered
-from ifsynth.schemas.answers import RelevanceJudgement
+from ifsynth.schemas.answers import Answer, RelevanceJudgement
 from ifsynth.schemas.config import Endpoint, RunConfig
+from ifsynth.schemas.records import ItemRecord
 from ifsynth.warehouse.store import Warehouse
 from tests.fake_openai import FakeOpenAI
 
@@ -67,3 +70,27 @@ def query(warehouse: Warehouse, sql: str, params: Sequence[Any] | None = None) -
 
 def execute(warehouse: Warehouse, sql: str, params: Sequence[Any] | None = None) -> None:
     warehouse._execute(sql, params)
+
+
+MakeContext = Callable[..., RunContext]  # the make_context fixture
+
+
+def writer(ctx: RunContext, stage: str) -> StageWriter:
+    """A stage's writer, as the stage machinery makes it (it clears what the stage wrote before)."""
+    return StageWriter(ctx, stage, 1, total=1)
+
+
+def ok(value: Answer, key: str = "key-1") -> Reply:
+    return Reply(status="ok", value=value, keys=[key], raw=value.model_dump_json())
+
+
+def unusable(error: str = "invalid JSON at `score`", key: str = "key-bad") -> Reply:
+    return Reply(status="parse_error", keys=[key], error=error, raw="{")
+
+
+def item(stage: str, kind: str, group: str = "q1", ord: int = 0, **payload: Any) -> ItemRecord:
+    """An input item of a stage, as an earlier stage would have written it."""
+    return ItemRecord(
+        run_id="instructir-run", item_id=f"{stage}-{kind}-{group}-{ord}", stage=stage, kind=kind, group_id=group,
+        payload=payload, ord=ord,
+    )  # fmt: skip
