@@ -1,0 +1,94 @@
+"""The house's rules, checked on the source: imports run one way, Prefect stays in the recipe flows and the
+task that runs a stage, SQL stays in warehouse/, and every package is installed."""
+
+from __future__ import annotations
+
+import ast
+import re
+import tomllib
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import REPO
+
+TOP = ("flows", "prompts", "schemas", "warehouse")
+# package -> what it must never import (prefixes of ``ifsynth.`` module names)
+FORBIDDEN = {
+    "schemas": ("flows", "prompts", "warehouse"),
+    "prompts": ("flows", "warehouse"),
+    "warehouse": ("flows", "prompts"),
+    "flows.llm": ("flows.run", "flows.stages", "flows.recipes", "flows.cli", "flows.evaluation"),
+    "flows.evaluation": ("flows.run", "flows.stages", "flows.recipes", "flows.cli"),
+    "flows.stages": ("flows.recipes", "flows.cli"),
+    "flows.recipes": ("flows.cli",),
+    "flows.run": ("flows.cli", "flows.recipes", "flows.stages"),
+}
+PREFECT_ALLOWED = {"flows/run/tasks.py"} | {str(p.relative_to(REPO)) for p in REPO.glob("flows/recipes/*/flow.py")}
+SQL = re.compile(r"\b(SELECT|INSERT\s+INTO|UPDATE\s+\w+\s+SET|DELETE\s+FROM|CREATE\s+TABLE)\b")
+
+
+def modules() -> list[tuple[str, Path, ast.Module]]:
+    """(dotted name below ``ifsynth``, path, tree) of every module of the package."""
+    found = []
+    for top in TOP:
+        for path in sorted((REPO / top).rglob("*.py")):
+            dotted = ".".join(path.relative_to(REPO).with_suffix("").parts).removesuffix(".__init__")
+            found.append((dotted, path, ast.parse(path.read_text(), str(path))))
+    return found
+
+
+def imported(tree: ast.Module) -> set[str]:
+    names = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            names.add(node.module)
+            names |= {f"{node.module}.{alias.name}" for alias in node.names}
+    return names
+
+
+@pytest.mark.parametrize(("package", "forbidden"), FORBIDDEN.items())
+def test_imports_run_one_way(package: str, forbidden: tuple[str, ...]) -> None:
+    wrong = [
+        f"{name} imports ifsynth.{target}"
+        for name, _, tree in modules()
+        if name == package or name.startswith(f"{package}.")
+        for target in forbidden
+        for module in imported(tree)
+        if module == f"ifsynth.{target}" or module.startswith(f"ifsynth.{target}.")
+    ]
+    assert wrong == []
+
+
+def test_nothing_imports_the_cli() -> None:
+    wrong = [name for name, _, tree in modules() if not name.startswith("flows.cli") and
+             any(m.startswith("ifsynth.flows.cli") for m in imported(tree))]  # fmt: skip
+    assert wrong == []
+
+
+def test_prefect_is_imported_only_by_the_recipe_flows_and_the_stage_task() -> None:
+    users = {str(path.relative_to(REPO)) for _, path, tree in modules()
+             if any(m == "prefect" or m.startswith("prefect.") for m in imported(tree))}  # fmt: skip
+    assert users == PREFECT_ALLOWED
+
+
+def test_sql_lives_only_in_the_warehouse() -> None:
+    wrong = []
+    for name, path, tree in modules():
+        if name.startswith("warehouse"):
+            continue
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Constant) and isinstance(node.value, str) and SQL.search(node.value):
+                wrong.append(f"{path.relative_to(REPO)}:{node.lineno} holds SQL")
+            if isinstance(node, ast.Attribute) and node.attr in ("sql", "execute", "_sql", "_execute"):
+                wrong.append(f"{path.relative_to(REPO)}:{node.lineno} calls .{node.attr}")
+    assert wrong == []
+
+
+def test_flows_top_level_stays_small_and_every_package_is_installed() -> None:
+    assert len(list((REPO / "flows").glob("*.py"))) <= 12
+    listed = set(tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"])
+    packages = {f"ifsynth.{name}" for name, path, _ in modules() if path.name == "__init__.py"}
+    assert packages == listed
