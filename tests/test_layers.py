@@ -92,3 +92,7 @@ def test_flows_top_level_stays_small_and_every_package_is_installed() -> None:
     listed = set(tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"])
     packages = {f"ifsynth.{name}" for name, path, _ in modules() if path.name == "__init__.py"}
     assert packages == listed
+
+
+def test_every_module_says_what_it_is_for() -> None:
+    assert [str(path.relative_to(REPO)) for _, path, tree in modules() if not ast.get_docstring(tree)] == []
