@@ -131,46 +131,6 @@ class StageWriter:
         return counts
 
 
-def llm_stage(
-    ctx: RunContext,
-    stage: str,
-    order: int,
-    *,
-    source: str,
-    build: Callable[[T], Sequence[Ask]],
-    handle: Callable[[StageWriter, T, list[Reply]], Outcome],
-    pages: Iterable[list[T]] | None = None,
-    input_id: Callable[[T], str | None] = lambda item: item.item_id,  # type: ignore[attr-defined]
-) -> StageCounts:
-    """Ask the gateway for every input, page by page, and write what ``handle`` makes of the replies.
-
-    Inputs are the ``ok`` items of the ``source`` stage, unless ``pages`` brings them in another shape.
-    """
-    total = sum(map(len, pages)) if isinstance(pages, list) else ctx.warehouse.count_items(ctx.run_id, source)
-    writer = StageWriter(ctx, stage, order, total)
-    if pages is None:
-        pages = ctx.warehouse.items(ctx.run_id, source)  # type: ignore[assignment]
-    tally = {"cached": 0, "sent": 0}
-
-    async def run() -> None:
-        async with Gateway(ctx.config, ctx.warehouse, ctx.run_id, seed=ctx.params.seed, budget=ctx.budget) as gateway:
-            for page in pages:  # type: ignore[union-attr]
-                asks = [list(build(entry)) for entry in page]  # render all first: template errors stop us here
-                flat = [ask for entry_asks in asks for ask in entry_asks]
-                replies = await gateway.ask_many(stage, flat, on_done=lambda: ctx.progress.advance(stage))
-                start = 0
-                for entry, entry_asks in zip(page, asks, strict=True):
-                    mine = replies[start : start + len(entry_asks)]
-                    start += len(entry_asks)
-                    for reply in mine:
-                        tally["cached"] += reply.cached
-                        tally["sent"] += reply.sent
-                    writer.add(input_id(entry), handle(writer, entry, mine))
-
-    loop.run(run())
-    return writer.close(**tally)
-
-
 class Stage(ABC):
     """One step of a recipe, run once per run (again when a run is continued)."""
 
@@ -228,17 +188,31 @@ class LLMStage(Stage, Generic[T]):
         return self
 
     def run(self, ctx: RunContext, order: int) -> StageCounts:
+        """Ask the gateway for every input, page by page, and write what ``handle`` makes of the replies."""
         stage = self.prepared(ctx)
-        return llm_stage(
-            ctx,
-            stage.name,
-            order,
-            source=stage.source,
-            build=lambda entry: stage.build(ctx, entry),
-            handle=stage.handle,
-            pages=stage.inputs(ctx),
-            input_id=stage.input_id,
-        )
+        pages = stage.inputs(ctx)
+        total = sum(map(len, pages)) if isinstance(pages, list) else ctx.warehouse.count_items(ctx.run_id, stage.source)
+        writer = StageWriter(ctx, stage.name, order, total)
+        if pages is None:
+            pages = ctx.warehouse.items(ctx.run_id, stage.source)  # type: ignore[assignment]
+        tally = {"cached": 0, "sent": 0}
+
+        async def answer_all() -> None:
+            async with Gateway(ctx.config, ctx.warehouse, ctx.run_id, seed=ctx.params.seed, budget=ctx.budget) as gw:
+                for page in pages:  # type: ignore[union-attr]
+                    asks = [stage.build(ctx, entry) for entry in page]  # all rendered first: template errors stop here
+                    flat = [ask for entry_asks in asks for ask in entry_asks]
+                    replies = await gw.ask_many(stage.name, flat, on_done=lambda: ctx.progress.advance(stage.name))
+                    start = 0
+                    for entry, entry_asks in zip(page, asks, strict=True):
+                        mine = replies[start : start + len(entry_asks)]
+                        start += len(entry_asks)
+                        tally["cached"] += sum(reply.cached for reply in mine)
+                        tally["sent"] += sum(reply.sent for reply in mine)
+                        writer.add(stage.input_id(entry), stage.handle(writer, entry, mine))
+
+        loop.run(answer_all())
+        return writer.close(**tally)
 
 
 def pages_where(
