@@ -184,6 +184,22 @@ def test_organization_and_project_are_sent_as_the_sdk_sends_them(
     assert "openai-project" not in fake.headers[1]
 
 
+def test_an_endpoint_behind_a_proxy_is_reached_through_it(
+    fake: FakeOpenAI, warehouse: Warehouse, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """HTTP_PROXY is honoured: a host that does not resolve is reached through the proxy (the fake, which
+    serves the forwarded request), and the call is recorded under the endpoint's URL, not the proxy's."""
+    monkeypatch.setenv("HTTP_PROXY", fake.base_url.removesuffix("/v1"))
+    monkeypatch.delenv("NO_PROXY", raising=False)
+    monkeypatch.delenv("no_proxy", raising=False)
+    (reply,) = answer(fake, warehouse, [ask()], base_url="http://ifsynth-behind-a-proxy.invalid/v1")
+    assert reply.status == "ok" and fake.stats()["requests"] == 1
+    assert calls(warehouse)[0]["http_status"] == 200
+    assert (
+        query(warehouse, "SELECT base_url FROM llm_calls")[0]["base_url"] == "http://ifsynth-behind-a-proxy.invalid/v1"
+    )
+
+
 def test_openai_hosts_get_the_strict_subset_of_json_schema() -> None:
     from ifsynth.flows.llm.route import Route
     from ifsynth.schemas.answers import instruction_list
