@@ -11,11 +11,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from ifsynth.schemas.config import InfIRParams, InfoSearchParams, InstructIRParams, RecipeParams
 from ifsynth.schemas.errors import ConfigError
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # stage modules import the gateway; a registry lookup must not
     from ifsynth.flows.run.stage import Stage
-from ifsynth.schemas.config import InfIRParams, InfoSearchParams, InstructIRParams, RecipeParams
 
 
 @dataclass(frozen=True)
