@@ -1,0 +1,94 @@
+"""An endpoint's request body, built without a network: the cache key is its hash, so what each
+structured-output style puts in it (and what it leaves alone) is pinned here; and the base URL as keyed."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+
+import pytest
+
+from ifsynth.flows.llm.answers import decode_completion
+from ifsynth.flows.llm.local_model import LOCAL_BASE_URL
+from ifsynth.flows.llm.route import Route, public_url
+from ifsynth.schemas.answers import RelevanceJudgement, strict_schema
+from ifsynth.schemas.config import Endpoint
+from ifsynth.schemas.errors import LogprobsUnsupported
+from tests.helpers import ask
+
+MESSAGES = [{"role": "system", "content": "be brief"}, {"role": "user", "content": "judge this"}]
+
+
+def body(style: str, messages: list[dict[str, str]] | None = None, **changes: object) -> dict:
+    route = Route(Endpoint(base_url="http://localhost:8000/v1", structured_output=style))
+    given = [dict(m) for m in MESSAGES] if messages is None else messages
+    return route.body(dataclasses.replace(ask(), **changes), "m", 7, given)
+
+
+def test_every_style_sends_the_same_sampling_fields() -> None:
+    for style in ("json_schema", "json_object", "none"):
+        sent = body(style)
+        assert {k: sent[k] for k in ("model", "temperature", "max_tokens", "seed")} == {
+            "model": "m",
+            "temperature": 0.0,
+            "max_tokens": 64,
+            "seed": 7,
+        }
+        assert "logprobs" not in sent and "top_logprobs" not in sent
+
+
+def test_json_schema_is_strict_and_named_after_the_answer() -> None:
+    sent = body("json_schema")
+    assert sent["messages"] == MESSAGES
+    assert sent["response_format"] == {
+        "type": "json_schema",
+        "json_schema": {"name": "RelevanceJudgement", "schema": strict_schema(RelevanceJudgement), "strict": True},
+    }
+
+
+def test_json_object_carries_the_schema_beside_the_type() -> None:
+    sent = body("json_object")
+    assert sent["messages"] == MESSAGES
+    assert sent["response_format"] == {"type": "json_object", "schema": strict_schema(RelevanceJudgement)}
+
+
+def test_style_none_describes_the_schema_in_the_last_message_only() -> None:
+    given = [dict(m) for m in MESSAGES]
+    sent = body("none", given)
+    assert "response_format" not in sent
+    assert sent["messages"][0] == MESSAGES[0]
+    last = sent["messages"][-1]["content"]
+    assert last.startswith("judge this\n\nReply with only a JSON object")
+    described = last.split("```json\n", 1)[1].removesuffix("\n```")
+    assert json.loads(described) == strict_schema(RelevanceJudgement)
+    assert given == MESSAGES, "the caller's messages (the prompt a re-ask repeats) are left as they were"
+
+
+def test_logprobs_are_asked_for_when_wanted_and_refused_by_the_local_model() -> None:
+    sent = body("json_schema", logprobs=5)
+    assert sent["logprobs"] is True and sent["top_logprobs"] == 5
+    local = Route(Endpoint(base_url=LOCAL_BASE_URL))
+    with pytest.raises(LogprobsUnsupported):
+        local.body(dataclasses.replace(ask(), logprobs=5), "m", 0, MESSAGES)
+
+
+@pytest.mark.parametrize(
+    "url, keyed",
+    [
+        ("http://localhost:8000/v1/", "http://localhost:8000/v1"),
+        ("https://user:secret@api.example.com/v1", "https://api.example.com/v1"),
+        ("https://api.example.com:8443/v1#frag", "https://api.example.com:8443/v1"),
+    ],
+)
+def test_public_url_drops_credentials_and_the_trailing_slash(url: str, keyed: str) -> None:
+    assert public_url(url) == keyed
+
+
+def test_a_body_that_is_not_a_completion_is_kept_as_text_to_fail_parsing() -> None:
+    good = decode_completion(
+        b'{"choices": [{"message": {"content": "{}"}, "finish_reason": "stop"}], '
+        b'"usage": {"prompt_tokens": 3, "completion_tokens": 1}}'
+    )
+    assert (good.text, good.finish_reason, good.prompt_tokens, good.completion_tokens) == ("{}", "stop", 3, 1)
+    bad = decode_completion(b"<html>bad gateway</html>")
+    assert bad.text == "<html>bad gateway</html>" and bad.finish_reason is None
