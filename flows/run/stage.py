@@ -21,6 +21,8 @@ from ifsynth.flows.llm import loop
 from ifsynth.flows.llm.gateway import Gateway
 from ifsynth.flows.llm.requests import Ask, Reply
 from ifsynth.flows.run.context import RunContext
+from ifsynth.schemas.answers import Answer
+from ifsynth.schemas.config import Role
 from ifsynth.schemas.records import Decision, ItemRecord, ItemStatus, Judge, StageCounts, VerdictRecord
 from ifsynth.warehouse.keys import item_id
 
@@ -161,6 +163,8 @@ class LLMStage(Stage, Generic[T]):
 
     name: str
     source: str
+    max_tokens: int
+    role: Role = "generator"  # a judge samples at the run's judge temperature
     keep: Callable[[ItemRecord], bool] | None = None  # serve only the source items it accepts
 
     @abstractmethod
@@ -182,6 +186,11 @@ class LLMStage(Stage, Generic[T]):
 
     def template(self, ctx: RunContext) -> str:
         return ctx.template(self.name)
+
+    def ask(self, ctx: RunContext, schema: type[Answer], **variables: Any) -> Ask:
+        """This stage's template rendered with ``variables``, asked of its role at that role's temperature."""
+        temperature = ctx.params.judge_temperature if self.role == "judge" else ctx.params.temperature
+        return Ask(ctx.prompts.render(self.template(ctx), **variables), schema, self.role, temperature, self.max_tokens)
 
     def prepared(self, ctx: RunContext) -> Self:
         """This stage with what it computes once per run before its first input (a sample of the seeds)."""

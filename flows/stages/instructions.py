@@ -28,7 +28,6 @@ class GenerateInstructions(LLMStage[ItemRecord]):
     name: str = "instructions"
     source: str = "select"
     k: int = 1
-    max_tokens: int
     schema: type[Answer] | None = None
     variables: Variables | None = None
     cut_at_newline: bool = False
@@ -43,8 +42,7 @@ class GenerateInstructions(LLMStage[ItemRecord]):
         return {"query": seed.payload["query"], "passage": seed.payload["passage"], "k": self.k}
 
     def build(self, ctx: RunContext, seed: ItemRecord) -> list[Ask]:
-        prompt = ctx.prompts.render(self.template(ctx), **self.template_variables(seed))
-        return [Ask(prompt, self.answer, "generator", ctx.params.temperature, self.max_tokens)]
+        return [self.ask(ctx, self.answer, **self.template_variables(seed))]
 
     def handle(self, writer: StageWriter, seed: ItemRecord, replies: list[Reply]) -> Outcome:
         (reply,) = replies

@@ -15,6 +15,7 @@ from ifsynth.flows.llm.requests import Ask, Reply
 from ifsynth.flows.run.context import RunContext
 from ifsynth.flows.run.stage import LLMStage, Outcome, StageWriter
 from ifsynth.schemas.answers import CandidatePick, RelevanceJudgement, candidate_pick
+from ifsynth.schemas.config import Role
 from ifsynth.schemas.records import ItemRecord
 from ifsynth.warehouse.keys import sha256
 
@@ -37,14 +38,13 @@ class JudgeRelevance(LLMStage[ItemRecord]):
     Other rubrics differ by template, variables and schema name."""
 
     min_score: int
-    max_tokens: int
     max_score: int = 5
+    role: Role = "judge"
     schema: type[RelevanceJudgement] = RelevanceJudgement
     variables: Callable[[ItemRecord], dict[str, Any]] = query_and_passage
 
     def build(self, ctx: RunContext, item: ItemRecord) -> list[Ask]:
-        prompt = ctx.prompts.render(self.template(ctx), **self.variables(item))
-        return [Ask(prompt, self.schema, "judge", ctx.params.judge_temperature, self.max_tokens)]
+        return [self.ask(ctx, self.schema, **self.variables(item))]
 
     def handle(self, writer: StageWriter, item: ItemRecord, replies: list[Reply]) -> Outcome:
         (reply,) = replies
@@ -86,7 +86,7 @@ Siblings = tuple[ItemRecord, list[ItemRecord]]
 class JudgePick(LLMStage[Siblings]):
     """Show the instruction with every sibling passage of its group; keep it when the judge names its own."""
 
-    max_tokens: int
+    role: Role = "judge"
 
     def inputs(self, ctx: RunContext) -> Iterator[list[Siblings]]:
         for page in ctx.warehouse.items(ctx.run_id, self.source, status=None):
@@ -108,13 +108,17 @@ class JudgePick(LLMStage[Siblings]):
         item, _ = entry
         listed = self.candidates(entry, ctx.params.seed)
         names = labels(len(listed))
-        prompt = ctx.prompts.render(
-            self.template(ctx),
-            query=item.payload["query"],
-            instruction=item.payload["instruction"],
-            candidates=[{"label": label, "text": c.payload["passage"]} for label, c in zip(names, listed, strict=True)],
-        )
-        return [Ask(prompt, candidate_pick(names), "judge", ctx.params.judge_temperature, self.max_tokens)]
+        candidates = [{"label": label, "text": c.payload["passage"]} for label, c in zip(names, listed, strict=True)]
+        payload = item.payload
+        return [
+            self.ask(
+                ctx,
+                candidate_pick(names),
+                query=payload["query"],
+                instruction=payload["instruction"],
+                candidates=candidates,
+            )
+        ]
 
     def handle(self, writer: StageWriter, entry: Siblings, replies: list[Reply]) -> Outcome:
         item, _ = entry

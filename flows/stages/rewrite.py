@@ -33,15 +33,10 @@ class RewritePassages(LLMStage[ItemRecord]):
 
     name: str = "rewrite"
     source: str = "instructions"
-    max_tokens: int
     targets: Targets = instruction_target
 
     def build(self, ctx: RunContext, item: ItemRecord) -> list[Ask]:
-        template = self.template(ctx)
-        return [
-            Ask(ctx.prompts.render(template, **target), Rewrite, "generator", ctx.params.temperature, self.max_tokens)
-            for target in self.targets(item)
-        ]
+        return [self.ask(ctx, Rewrite, **target) for target in self.targets(item)]
 
     def handle(self, writer: StageWriter, item: ItemRecord, replies: list[Reply]) -> Outcome:
         wanted = self.targets(item)

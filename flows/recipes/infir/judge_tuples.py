@@ -18,6 +18,7 @@ from ifsynth.flows.run.context import RunContext
 from ifsynth.flows.run.stage import LLMStage, Outcome, StageWriter
 from ifsynth.flows.stages.judge import labels, pick_reason, shuffled
 from ifsynth.schemas.answers import CandidatePick, candidate_pick
+from ifsynth.schemas.config import Role
 from ifsynth.schemas.records import Decision, ItemRecord, VerdictRecord
 from ifsynth.warehouse.keys import hash_sample, sha256
 
@@ -43,7 +44,7 @@ class JudgeTuples(LLMStage[ItemRecord]):
     name: str = "validate"
     source: str = "tuples"
     distractors: int
-    max_tokens: int
+    role: Role = "judge"
     variables: Mapping[str, Any] = field(default_factory=dict)
     pool: tuple[Passage, ...] = ()  # drawn once per run from the seed corpus (``prepared``)
 
@@ -74,14 +75,17 @@ class JudgeTuples(LLMStage[ItemRecord]):
         for judgment, (instruction, query, _) in JUDGMENTS.items():
             listed = self.candidates(tuple_, judgment, ctx.params.seed)
             names = labels(len(listed))
-            prompt = ctx.prompts.render(
-                self.template(ctx),
-                query=payload[query],
-                instruction=payload[instruction],
-                candidates=[{"label": label, "text": text} for label, (_, text) in zip(names, listed, strict=True)],
-                **self.variables,
+            candidates = [{"label": label, "text": text} for label, (_, text) in zip(names, listed, strict=True)]
+            asks.append(
+                self.ask(
+                    ctx,
+                    candidate_pick(names),
+                    query=payload[query],
+                    instruction=payload[instruction],
+                    candidates=candidates,
+                    **self.variables,
+                )
             )
-            asks.append(Ask(prompt, candidate_pick(names), "judge", ctx.params.judge_temperature, self.max_tokens))
         return asks
 
     def handle(self, writer: StageWriter, tuple_: ItemRecord, replies: list[Reply]) -> Outcome:

@@ -29,20 +29,13 @@ class Poison(LLMStage[ItemRecord]):
 
     name: str = "poison"
     source: str = "instructions"
-    max_tokens: int
     language: bool = False
     variables: Mapping[str, Any] = field(default_factory=dict)
 
     def build(self, ctx: RunContext, positive: ItemRecord) -> list[Ask]:
         payload = positive.payload
-        prompt = ctx.prompts.render(
-            self.template(ctx),
-            query=payload["query"],
-            instruction=payload["instruction"],
-            passage=payload["passage"],
-            **self.variables,
-        )
-        return [Ask(prompt, poisoning(language=self.language), "generator", ctx.params.temperature, self.max_tokens)]
+        texts = {name: payload[name] for name in ("query", "instruction", "passage")}
+        return [self.ask(ctx, poisoning(language=self.language), **texts, **self.variables)]
 
     def handle(self, writer: StageWriter, positive: ItemRecord, replies: list[Reply]) -> Outcome:
         (reply,) = replies

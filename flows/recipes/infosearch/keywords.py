@@ -27,13 +27,10 @@ class ExtractKeywords(LLMStage[ItemRecord]):
 
     name: str = "keywords"
     source: str = "collect"
-    max_tokens: int
     keep: Callable[[ItemRecord], bool] | None = unconditioned_document
 
     def build(self, ctx: RunContext, document: ItemRecord) -> list[Ask]:
-        payload = document.payload
-        prompt = ctx.prompts.render(self.template(ctx), query=payload["query"], passage=payload["passage"])
-        return [Ask(prompt, KeywordCondition, "generator", ctx.params.temperature, self.max_tokens)]
+        return [self.ask(ctx, KeywordCondition, query=document.payload["query"], passage=document.payload["passage"])]
 
     def handle(self, writer: StageWriter, document: ItemRecord, replies: list[Reply]) -> Outcome:
         (reply,) = replies

@@ -23,15 +23,15 @@ class GenerateNegatives(LLMStage[ItemRecord]):
     name: str = "negatives"
     source: str = "collect"
     n: int
-    max_tokens: int
     keep: Callable[[ItemRecord], bool] | None = core_query
 
     def build(self, ctx: RunContext, core: ItemRecord) -> list[Ask]:
         payload = core.payload
-        prompt = ctx.prompts.render(
-            self.template(ctx), query=payload["query"], passage=payload["passages"][0]["text"], n=self.n
-        )
-        return [Ask(prompt, query_negatives(self.n), "generator", ctx.params.temperature, self.max_tokens)]
+        return [
+            self.ask(
+                ctx, query_negatives(self.n), query=payload["query"], passage=payload["passages"][0]["text"], n=self.n
+            )
+        ]
 
     def handle(self, writer: StageWriter, core: ItemRecord, replies: list[Reply]) -> Outcome:
         (reply,) = replies

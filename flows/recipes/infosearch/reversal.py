@@ -23,18 +23,10 @@ class ReverseInstructions(LLMStage[ItemRecord]):
 
     name: str = "reversal"
     source: str = "instructions"
-    max_tokens: int
 
     def build(self, ctx: RunContext, instruction: ItemRecord) -> list[Ask]:
-        payload = instruction.payload
-        prompt = ctx.prompts.render(
-            self.template(ctx),
-            query=payload["query"],
-            instruction=payload["instruction"],
-            restriction=payload["restriction"],
-            dimension=payload["dimension"],
-        )
-        return [Ask(prompt, Reversal, "generator", ctx.params.temperature, self.max_tokens)]
+        fields = ("query", "instruction", "restriction", "dimension")
+        return [self.ask(ctx, Reversal, **{name: instruction.payload[name] for name in fields})]
 
     def handle(self, writer: StageWriter, instruction: ItemRecord, replies: list[Reply]) -> Outcome:
         (reply,) = replies
