@@ -43,6 +43,7 @@ class Started:
 
 def fingerprint(config: RunConfig, prompts: Prompts, templates: list[str]) -> str:
     """What decides a run's output: recipe, seeds, models, endpoints, parameters and templates."""
+    # [base_url, structured_output] per role, the shape earlier versions hashed: their unfinished runs stay resumable
     endpoints = {role: list(summary.values()) for role, summary in endpoint_summaries(config).items()}
     return sha256(
         canonical(
