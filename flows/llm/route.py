@@ -13,6 +13,7 @@ import os
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
+import aiohttp
 import httpx2
 import openai
 
@@ -95,7 +96,14 @@ class Route:
         """One chat completion, its body already serialized (the bytes the cache key was computed from, sent as
         they are: the SDK neither copies nor re-encodes them); a non-2xx answer or a transport failure raises
         the SDK's exception."""
-        return await self.client.post("/chat/completions", content=payload, cast_to=httpx2.Response)
+        try:
+            return await self.client.post("/chat/completions", content=payload, cast_to=httpx2.Response)
+        except openai.APITimeoutError as exc:
+            refused = _refused(exc)
+            if refused is None:
+                raise
+            # the aiohttp transport maps every connection failure to a connect *timeout*; say what happened
+            raise openai.APIConnectionError(message=f"Connection error: {refused}", request=exc.request) from exc
 
     async def close(self) -> None:
         if self._client is not None:
@@ -138,3 +146,13 @@ class Route:
             )
             body["messages"] = [*messages[:-1], {**messages[-1], "content": messages[-1]["content"] + described}]
         return body
+
+
+def _refused(exc: BaseException) -> aiohttp.ClientConnectorError | None:
+    """The failure to connect (refused, unreachable, no such host) behind an exception, if there is one."""
+    cause = exc.__cause__ or exc.__context__
+    while cause is not None:
+        if isinstance(cause, aiohttp.ClientConnectorError) and not isinstance(cause, TimeoutError):
+            return cause
+        cause = cause.__cause__ or cause.__context__
+    return None
