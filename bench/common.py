@@ -54,8 +54,8 @@ WORDS = (
     "harbor", "meadow", "pencil", "rocket", "shadow", "thunder", "valley", "winter", "engine", "glacier",
 )  # fmt: skip
 # Every seed eligible and every item kept, so each stage carries its full volume of requests.
-FULL_VOLUME = ["query_length_percentiles=[0,100]", "passage_length_percentiles=[0,100]", "q1_min_score=1",
-               "min_group_size=1"]  # fmt: skip
+FULL_VOLUME = ["query_length_percentiles=[0,100]", "passage_length_percentiles=[0,100]", "passage_band=inside",
+               "q1_min_score=1", "min_group_size=1"]  # fmt: skip
 
 
 def synthetic_beir(root: Path, queries: int, *, noise: int = 2) -> Path:

@@ -48,20 +48,25 @@ def instruction_list(k: int, *, language: bool = False) -> type[InstructionList]
     return create_model(f"{'Code' * language}Instructions{k}", __base__=InstructionList, **fields)
 
 
-class Poisoning(Answer):
-    """InF-IR's altered pair: the passage's core aspects first, then an instruction and a query that diverge."""
+class InstructionPoisoning(Answer):
+    """InF-IR's I-: an instruction close to I+ that, read with Q+, asks for something other than P+."""
 
-    aspects: Annotated[list[NonEmpty], Field(min_length=2, max_length=3)]
     negative_instruction: NonEmpty
-    negative_query: NonEmpty
 
 
-class CodePoisoning(Poisoning):
+class CodeInstructionPoisoning(InstructionPoisoning):
     language: NonEmpty
 
 
-def poisoning(*, language: bool = False) -> type[Poisoning]:
-    return CodePoisoning if language else Poisoning
+class QueryPoisoning(Answer):
+    """InF-IR's Q-: the passage's core aspects first, then a query close to Q+ that diverges from them."""
+
+    aspects: Annotated[list[NonEmpty], Field(min_length=2, max_length=3)]
+    negative_query: NonEmpty
+
+
+def instruction_poisoning(*, language: bool = False) -> type[InstructionPoisoning]:
+    return CodeInstructionPoisoning if language else InstructionPoisoning
 
 
 class Rewrite(Answer):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -63,6 +64,34 @@ class RunConfig(Config):
         return self.judge_model or self.model if role == "judge" else self.model
 
 
+def paper(value: Any, why: str = "") -> dict[str, Any]:
+    """What a setting's paper did (``json_schema_extra`` of its field), and why the default differs when it does:
+    the card's fidelity section lists every setting whose value is not the paper's."""
+    return {"paper": value, "why": why}
+
+
+def deviations(params: BaseModel) -> list[dict[str, Any]]:
+    """The settings of ``params`` whose value differs from what the recipe's paper did, each with the reason the
+    default differs, or "set for this run" where the user chose the difference."""
+    values = params.model_dump(mode="json", by_alias=True)
+    out = []
+    for name, field in type(params).model_fields.items():
+        extra = field.json_schema_extra
+        if not isinstance(extra, dict) or "paper" not in extra:
+            continue
+        setting = field.alias or name
+        value, expected = values[setting], _json(extra["paper"])
+        if value != expected:
+            why = extra["why"] if value == _json(field.default) else "set for this run"
+            out.append({"setting": setting, "paper": expected, "value": value, "why": why})
+    return out
+
+
+def _json(value: Any) -> Any:
+    """A default as it reads once dumped to JSON (tuples become lists)."""
+    return list(map(_json, value)) if isinstance(value, list | tuple) else value
+
+
 class RecipeParams(Config):
     """Parameters shared by every recipe."""
 
@@ -71,14 +100,54 @@ class RecipeParams(Config):
     judge_temperature: float = Field(0.0, ge=0, le=2, description="sampling temperature of judge stages")
 
 
+Band = Literal["inside", "outside"]
+NoisePool = Literal["positives", "corpus"]
+
+
 class InstructIRParams(RecipeParams):
-    instructions_per_query: int = Field(10, ge=1, le=50)
-    query_length_percentiles: tuple[float, float] = (25.0, 75.0)
+    """Defaults are what InstructIR's release did; ``deviations`` names where its paper's text says otherwise."""
+
+    instructions_per_query: int = Field(10, ge=1, le=50, json_schema_extra=paper(10))
+    query_length_percentiles: tuple[float, float] = Field((25.0, 75.0), json_schema_extra=paper((25.0, 75.0)))
     passage_length_percentiles: tuple[float, float] = (25.0, 75.0)
-    length_unit: Literal["chars", "words"] = "chars"
-    q1_min_score: int = Field(4, ge=1, le=5, description="keep a rewrite whose relevance score is at least this")
-    min_group_size: int = Field(7, ge=1, description="keep a query when at least this many instances survive")
-    max_noise_passages: int = Field(6000, ge=0)
+    passage_band: Band = Field(
+        "outside",
+        description="keep passages outside the percentile band or inside it",
+        json_schema_extra=paper(
+            "inside",
+            "the released seeds were kept outside the band: none of their 1,743 passages is 255-371 characters "
+            "long, 820 are shorter and 923 longer",
+        ),
+    )
+    length_unit: Literal["chars", "words"] = Field("chars", json_schema_extra=paper("chars"))
+    q1_min_score: int = Field(
+        4,
+        ge=1,
+        le=5,
+        description="keep a rewrite whose relevance score is at least this (the release's code applies none: 1)",
+        json_schema_extra=paper(4),
+    )
+    min_group_size: int = Field(
+        6,
+        ge=1,
+        description="keep a query when at least this many instances survive",
+        json_schema_extra=paper(
+            7, 'the paper says "more than 6"; the release kept groups of 6 (239 of its 1,267 queries have exactly 6)'
+        ),
+    )
+    noise_pool: NoisePool = Field(
+        "positives",
+        description="untouched passages added to the corpus: the judged positives of the other seed queries "
+        "(the release: all 7,433 MS MARCO dev positives, rewritten ones swapped out) or the whole seed corpus",
+        json_schema_extra=paper("positives"),
+    )
+    max_noise_passages: int | None = Field(None, ge=0, description="at most this many noise passages; none: all")
+    temperature: float = Field(
+        1.0, ge=0, le=2, description="sampling temperature of generation stages", json_schema_extra=paper(1.0)
+    )
+    judge_temperature: float = Field(
+        0.7, ge=0, le=2, description="sampling temperature of the judges (the release's)", json_schema_extra=paper(0.7)
+    )
     max_tokens_instructions: int = Field(2048, ge=16)
     max_tokens_rewrite: int = Field(1024, ge=16)
     max_tokens_judge: int = Field(512, ge=16)
@@ -127,6 +196,12 @@ class Dimension(Config):
         return self
 
 
+TRANSLATED_LANGUAGE = {
+    "seed_condition": "English",
+    "rewrites": {"Chinese": "the same passage written in Simplified Chinese"},
+    "seed_kind": "an English passage",
+}
+
 DIMENSIONS: dict[str, Dimension] = {
     "audience": Dimension(
         public_name="Audience",
@@ -147,9 +222,7 @@ DIMENSIONS: dict[str, Dimension] = {
     "language": Dimension(
         public_name="Language",
         conditions=("Chinese", "English"),
-        seed_condition="English",
-        rewrites={"Chinese": "the same passage written in Simplified Chinese"},
-        seed_kind="an English passage",
+        seed_kind="a health answer written in Chinese and another written in English, each on its own",
         scripts={"Chinese": "cjk", "English": "latin"},
     ),
     "length": Dimension(
@@ -185,8 +258,36 @@ class InfoSearchParams(RecipeParams):
         DIMENSIONS, description="the dimension definitions; a partial entry overrides the defaults key by key"
     )
     keyword_documents: tuple[int, int] = Field((2, 3), description="positives per keyword-dimension query: min, max")
-    query_negatives: int = Field(2, ge=1, le=10, description="hard negatives generated per core query")
+    translate_language: bool = Field(
+        False,
+        description="make the Chinese document by translating the English one instead of reading Chinese seeds",
+        json_schema_extra=paper(False),
+    )
+    negatives_per_positive: int = Field(
+        3,
+        ge=1,
+        le=5,
+        description="hard negatives generated per positive of a core query (the paper's corpus: #D = 4 x #I)",
+        json_schema_extra=paper(3),
+    )
     min_rewrite_score: int = Field(4, ge=1, le=5, description="keep a rewrite whose relevance score is at least this")
+    panel_depth: int = Field(
+        50, ge=1, description="a panel ranker misses a positive it ranks below this", json_schema_extra=paper(50)
+    )
+    panel_miss_share: float = Field(
+        0.5,
+        gt=0,
+        le=1,
+        description="reject a positive that at least this share of the panel misses (the paper: 6 of 12)",
+        json_schema_extra=paper(0.5),
+    )
+    panel_runs: tuple[str, ...] = Field((), description="TREC run files of further panel rankers, over core queries")
+    panel_min_rankers: int = Field(
+        2,
+        ge=1,
+        description="rankers a panel needs before its flags reject (BM25 alone only flags)",
+        json_schema_extra=paper(12, "the paper's twelve retrievers are not here: BM25 plus the runs you pass"),
+    )
     min_reversal_score: int = Field(4, ge=1, le=5, description="keep a reversal that negates at least this clearly")
     max_negative_score: int = Field(2, ge=1, le=5, description="keep a query negative scored at most this")
     min_negative_overlap: float = Field(
@@ -198,17 +299,22 @@ class InfoSearchParams(RecipeParams):
     max_tokens_rewrite: int = Field(2048, ge=16)
     max_tokens_instruction: int = Field(256, ge=16)
     max_tokens_reversal: int = Field(256, ge=16)
-    max_tokens_negatives: int = Field(2048, ge=16)
+    max_tokens_negatives: int = Field(4096, ge=16)
     max_tokens_judge: int = Field(512, ge=16)
 
     @model_validator(mode="before")
     @classmethod
     def _merge_specs(cls, data: Any) -> Any:
         """``dimension_specs.length.word_bands.sentence=[1,30]`` changes that band and keeps everything else."""
-        if not isinstance(data, dict) or not isinstance(data.get("dimension_specs"), dict):
+        if not isinstance(data, dict):
+            return data
+        given_specs = data.get("dimension_specs", {})
+        if not isinstance(given_specs, dict):
             return data
         merged = {name: spec.model_dump() for name, spec in DIMENSIONS.items()}
-        for name, given in data["dimension_specs"].items():
+        if data.get("translate_language") is True:
+            merged["language"] = _deep_merge(merged["language"], TRANSLATED_LANGUAGE)
+        for name, given in given_specs.items():
             if isinstance(given, Dimension):
                 given = given.model_dump()
             merged[name] = _deep_merge(merged.get(name, {}), given) if isinstance(given, dict) else given
@@ -221,6 +327,9 @@ class InfoSearchParams(RecipeParams):
             raise ValueError(f"unknown dimensions {unknown}; known: {sorted(self.dimension_specs)}")
         if len(set(self.dimensions)) != len(self.dimensions):
             raise ValueError("a dimension is listed twice")
+        missing = [path for path in self.panel_runs if not Path(path).expanduser().is_file()]
+        if missing:
+            raise ValueError(f"panel_runs: no file {', '.join(missing)}")
         low, high = self.keyword_documents
         if not 2 <= low <= high:
             raise ValueError(f"keyword_documents must be 2 <= min <= max, got {low}, {high}")
@@ -247,6 +356,7 @@ class InfIRParams(RecipeParams):
     distractors: int = Field(5, ge=0, le=50, description="random seed passages added to each judgment's candidates")
     query_length_percentiles: tuple[float, float] = (0.0, 100.0)
     passage_length_percentiles: tuple[float, float] = (0.0, 100.0)
+    passage_band: Band = "inside"
     length_unit: Literal["chars", "words"] = "words"
     max_tokens_instructions: int = Field(512, ge=16)
     max_tokens_poison: int = Field(1024, ge=16)

@@ -15,6 +15,7 @@ from ifsynth.flows.stages.select import select_seeds
 from ifsynth.prompts.registry import Prompts
 from ifsynth.schemas.config import InstructIRParams
 from ifsynth.schemas.errors import SeedError
+from ifsynth.schemas.records import StageCounts
 from ifsynth.warehouse.store import Warehouse
 from tests.conftest import INSTRUCTIR_SEEDS
 from tests.helpers import query
@@ -99,21 +100,30 @@ def test_a_broken_line_names_file_and_line(tmp_path: Path) -> None:
         list(open_source(f"beir:{root}").pairs())
 
 
+Selected = tuple[StageCounts, set[str], list[dict]]
+
+
+def select(root: Path, database: Path, *sets: str, limit: int | None = None) -> Selected:
+    """Seed selection alone on a BEIR folder: its counts, the query ids kept and the rejections."""
+    config = resolve("instructir", seeds=f"beir:{root}", base_url="http://127.0.0.1:9/v1", model="m", limit=limit,
+                     sets=["length_unit=words", *sets])  # fmt: skip
+    params = InstructIRParams.model_validate(config.params)
+    with Warehouse(database) as wh:
+        ctx = RunContext("r", config, params, wh, Prompts(), open_source(config.seeds))
+        counts = select_seeds(ctx, 1, stage="select")
+        kept = {i.payload["query_id"] for page in wh.items("r", "select") for i in page}
+        rejected = query(wh, "SELECT item_id, reason FROM verdicts WHERE decision = 'reject' ORDER BY item_id")
+    return counts, kept, rejected
+
+
 def test_selection_bands_one_positive_and_a_stable_sample(tmp_path: Path) -> None:
     queries = {f"q{i}": "w " * i for i in range(1, 21)}  # query lengths 1..20 words
     docs = {f"d{i}": "p " * 50 for i in range(1, 21)} | {"extra": "p " * 50}
     qrels = [(f"q{i}", f"d{i}", 1) for i in range(1, 21)] + [("q10", "extra", 1)]
     root = write_beir(tmp_path / "seeds", queries, docs, qrels)
-    config = resolve("instructir", seeds=f"beir:{root}", base_url="http://127.0.0.1:9/v1", model="m", limit=4,
-                     sets=["length_unit=words"])  # fmt: skip
-    params = InstructIRParams.model_validate(config.params)
 
     def chosen(path: Path) -> tuple[set[str], list[dict]]:
-        with Warehouse(path) as wh:
-            ctx = RunContext("r", config, params, wh, Prompts(), open_source(config.seeds))
-            counts = select_seeds(ctx, 1, stage="select")
-            kept = {i.payload["query_id"] for page in wh.items("r", "select") for i in page}
-            rejected = query(wh, "SELECT item_id, reason FROM verdicts WHERE decision = 'reject' ORDER BY item_id")
+        counts, kept, rejected = select(root, path, "passage_band=inside", limit=4)
         assert (counts.n_in, counts.n_out, counts.rejected) == (20, 4, 11)
         return kept, rejected
 
@@ -123,3 +133,21 @@ def test_selection_bands_one_positive_and_a_stable_sample(tmp_path: Path) -> Non
     assert any("2 judged positives" in r["reason"] for r in rejected)
     assert any("outside the 25-75 percentile band [5.75, 15.25]" in r["reason"] for r in rejected)
     assert chosen(tmp_path / "b.duckdb") == (kept, rejected)
+
+
+def test_passages_are_kept_outside_their_band_by_default_as_the_release_kept_them(tmp_path: Path) -> None:
+    queries = {f"q{i}": "w w w" for i in range(1, 21)}
+    docs = {f"d{i}": "p " * i for i in range(1, 21)}  # passage lengths 1..20 words, band [5.75, 15.25]
+    root = write_beir(tmp_path / "seeds", queries, docs, [(f"q{i}", f"d{i}", 1) for i in range(1, 21)])
+    _, outside, rejected = select(root, tmp_path / "a.duckdb")
+    assert outside == {f"q{i}" for i in (*range(1, 6), *range(16, 21))}
+    assert "passage length 6 words inside the 25-75 percentile band [5.75, 15.25]" in {r["reason"] for r in rejected}
+    _, inside, _ = select(root, tmp_path / "b.duckdb", "passage_band=inside")
+    assert inside == {f"q{i}" for i in range(6, 16)}
+
+
+def test_the_release_seeds_have_no_passage_in_the_papers_band() -> None:
+    """The fact behind the default band: the paper's 255-371 characters is where the release kept nothing."""
+    lengths = [len(p.text) for p in open_source(f"beir:{INSTRUCTIR_SEEDS}").passages()]
+    assert len(lengths) == 1743 and not [n for n in lengths if 255 <= n <= 371]
+    assert (sum(n < 255 for n in lengths), sum(n > 371 for n in lengths)) == (820, 923)

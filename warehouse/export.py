@@ -203,6 +203,21 @@ def _write_text(path: Path, text: str) -> Path:
     return path
 
 
+def _fidelity(fidelity: dict[str, Any] | None) -> list[str]:
+    """How far the release is from its paper: the settings that differ, and the templates that wrote it."""
+    if not fidelity:
+        return []
+    lines = ["", "## Fidelity", "", f"Paper: {fidelity['paper']}.", ""]
+    if fidelity["differs"]:
+        lines += ["| setting | paper | this release | why |", "|---|---|---|---|"]
+        lines += [f"| {d['setting']} | {d['paper']} | {d['value']} | {d['why']} |" for d in fidelity["differs"]]
+    else:
+        lines.append("Every setting the paper states has the paper's value.")
+    lines += ["", "| template | sha256 (16) |", "|---|---|"]
+    lines += [f"| {name} | `{digest}` |" for name, digest in fidelity["templates"].items()]
+    return lines
+
+
 def card_markdown(card: dict[str, Any], fmt: str, modes: Sequence[str] = ()) -> str:
     """The dataset card: counts, models, template hashes and per-stage yields.
 
@@ -235,9 +250,7 @@ def card_markdown(card: dict[str, Any], fmt: str, modes: Sequence[str] = ()) -> 
             lines.append(
                 f"| {role} | {model} | {endpoint.get('base_url', '')} | {endpoint.get('structured_output', '')} |"
             )
-    if card.get("templates"):
-        lines += ["", "## Templates", "", "| template | sha256 (16) |", "|---|---|"]
-        lines += [f"| {name} | `{digest}` |" for name, digest in card["templates"].items()]
+    lines += _fidelity(card.get("fidelity"))
     if card.get("stages"):
         lines += [
             "",

@@ -103,4 +103,5 @@ def resolve(
         where = ".".join(str(part) for part in error["loc"])
         if error["type"] == "extra_forbidden":
             raise ConfigError(f"unknown setting `{where}` for recipe {recipe_name}") from None
-        raise ConfigError(f"setting `{where}`: {error['msg']}") from None
+        message = error["msg"].removeprefix("Value error, ")
+        raise ConfigError(f"setting `{where}`: {message}" if where else f"settings: {message}") from None

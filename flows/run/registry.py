@@ -23,6 +23,7 @@ class Recipe:
     name: str
     params: type[RecipeParams]
     templates: tuple[str, ...]
+    paper: str
 
     @property
     def package(self) -> str:
@@ -44,6 +45,8 @@ RECIPES: dict[str, Recipe] = {
             name="instructir",
             params=InstructIRParams,
             templates=("instructions", "rewrite", "judge_relevance", "judge_specificity"),
+            paper="Oh et al., INSTRUCTIR: A Benchmark for Instruction Following of Information Retrieval Models "
+            "(2024), and its release kaistAI/InstructIR",
         ),
         Recipe(
             name="infosearch",
@@ -58,11 +61,14 @@ RECIPES: dict[str, Recipe] = {
                 "reversal",
                 "judge_reversal",
             ),
+            paper="Zhou et al., Beyond Content Relevance: Evaluating Instruction Following in Retrieval Models "
+            "(InfoSearch, 2024)",
         ),
         Recipe(
             name="infir",
             params=InfIRParams,
-            templates=("instructions", "poison", "rewrite", "validate"),
+            templates=("instructions", "poison_instruction", "poison_query", "rewrite", "validate"),
+            paper="Towards Better Instruction Following Retrieval Models (InF-IR, 2025)",
         ),
     )
 }

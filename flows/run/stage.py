@@ -187,10 +187,12 @@ class LLMStage(Stage, Generic[T]):
     def template(self, ctx: RunContext) -> str:
         return ctx.template(self.name)
 
-    def ask(self, ctx: RunContext, schema: type[Answer], **variables: Any) -> Ask:
-        """This stage's template rendered with ``variables``, asked of its role at that role's temperature."""
+    def ask(self, ctx: RunContext, schema: type[Answer], /, template: str | None = None, **variables: Any) -> Ask:
+        """This stage's template (or the recipe's ``template``, for a stage that asks two things) rendered with
+        ``variables``, asked of its role at that role's temperature."""
         temperature = ctx.params.judge_temperature if self.role == "judge" else ctx.params.temperature
-        return Ask(ctx.prompts.render(self.template(ctx), **variables), schema, self.role, temperature, self.max_tokens)
+        name = ctx.template(template) if template else self.template(ctx)
+        return Ask(ctx.prompts.render(name, **variables), schema, self.role, temperature, self.max_tokens)
 
     def prepared(self, ctx: RunContext) -> Self:
         """This stage with what it computes once per run before its first input (a sample of the seeds)."""

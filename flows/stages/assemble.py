@@ -5,7 +5,7 @@ within each query after filtering. InF-IR's tuples follow the agreed three-mode 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -13,9 +13,11 @@ from ifsynth.flows.llm.route import endpoint_summaries
 from ifsynth.flows.run.context import RunContext
 from ifsynth.flows.run.registry import recipe
 from ifsynth.flows.run.stage import Outcome, StageWriter
+from ifsynth.schemas.config import NoisePool, deviations
 from ifsynth.schemas.infir import MODES
 from ifsynth.schemas.modes import INSTRUCTED
 from ifsynth.schemas.records import ItemRecord, StageCounts
+from ifsynth.schemas.seeds import SeedPassage
 from ifsynth.warehouse.keys import hash_sample
 
 
@@ -112,10 +114,12 @@ def assemble_release(
     *,
     stage: str,
     source: str,
-    max_noise: int,
+    max_noise: int | None,
+    noise_pool: NoisePool = "positives",
     add: Callable[[Rows, ItemRecord, int], None] = instructir_instance,
 ) -> StageCounts:
-    """Every ``ok`` item of ``source`` becomes release rows through ``add`` (with its number in its group)."""
+    """Every ``ok`` item of ``source`` becomes release rows through ``add`` (with its number in its group); at
+    most ``max_noise`` (none: all) untouched passages of ``noise_pool`` join the corpus."""
     writer = StageWriter(ctx, stage, order, total=ctx.warehouse.count_items(ctx.run_id, source))
     rows = Rows()
     accepted: list[str] = []
@@ -129,8 +133,11 @@ def assemble_release(
             ctx.progress.advance(stage)
     writer.mark(accepted, "accepted")
 
-    unused = (p for p in ctx.source.passages() if p.doc_id not in rows.used)
-    noise = hash_sample(unused, max_noise, key=lambda p: f"{ctx.params.seed}:{p.doc_id}")
+    noise: list[SeedPassage] = []
+    if max_noise != 0:
+        unused = (p for p in _noise_candidates(ctx, noise_pool) if p.doc_id not in rows.used)
+        key = f"{ctx.params.seed}:{{}}".format
+        noise = list(unused) if max_noise is None else hash_sample(unused, max_noise, key=lambda p: key(p.doc_id))
     for passage in sorted(noise, key=lambda p: p.doc_id):
         rows.docs.append(
             {
@@ -152,6 +159,20 @@ def assemble_release(
     )
     publish(ctx, card, rows.docs, rows.queries, rows.qrels)
     return counts
+
+
+def _noise_candidates(ctx: RunContext, pool: NoisePool) -> Iterator[SeedPassage]:
+    """InstructIR's release kept every judged positive of the seed collection (7,433 MS MARCO dev passages) and
+    swapped in the rewrites: its noise is the positives of the queries it did not use."""
+    if pool == "corpus":
+        yield from ctx.source.passages()
+        return
+    seen: set[str] = set()
+    for pair in ctx.source.pairs():
+        for passage in pair.positives:
+            if passage.doc_id not in seen:
+                seen.add(passage.doc_id)
+                yield passage
 
 
 def publish(
@@ -186,8 +207,12 @@ def release_card(ctx: RunContext, assemble: StageCounts, **counts: int) -> dict[
         "limit": config.limit,
         "models": {"generator": config.model_for("generator"), "judge": config.model_for("judge")},
         "endpoints": endpoint_summaries(config),
-        "templates": {name: ctx.prompts.hash(name) for name in map(ctx.template, recipe(ctx.recipe).templates)},
         "params": ctx.params.model_dump(mode="json"),
+        "fidelity": {
+            "paper": recipe(ctx.recipe).paper,
+            "differs": deviations(ctx.params),
+            "templates": {name: ctx.prompts.hash(name) for name in map(ctx.template, recipe(ctx.recipe).templates)},
+        },
         "counts": counts,
         "stages": stages,
     }

@@ -1,6 +1,6 @@
 """Instruction generation: one call per input, each instruction of the answer an item of its own.
 
-InstructIR asks for k scenarios per seed; InfoSearch for one two-sentence instruction per (query, condition).
+InstructIR asks for k scenarios per seed query; InfoSearch for one two-sentence instruction per (query, condition).
 They differ only in template variables and answer schema: the schema's ``entries()`` says what each
 instruction item adds to the payload. InF-IR also cuts each instruction at its first newline, on record.
 """
@@ -23,7 +23,9 @@ Variables = Callable[[ItemRecord], dict[str, Any]]
 
 @dataclass(frozen=True, kw_only=True)
 class GenerateInstructions(LLMStage[ItemRecord]):
-    """By default InstructIR's: ``k`` instructions from (query, passage), answered as an instruction list."""
+    """By default InstructIR's: ``k`` instructions from the query alone, answered as an instruction list. The
+    gold passage stays out of the prompt: the instruction says how to search, the query what, and a model that
+    sees the passage leaks its content into the instruction."""
 
     name: str = "instructions"
     source: str = "select"
@@ -39,7 +41,7 @@ class GenerateInstructions(LLMStage[ItemRecord]):
     def template_variables(self, seed: ItemRecord) -> dict[str, Any]:
         if self.variables is not None:
             return self.variables(seed)
-        return {"query": seed.payload["query"], "passage": seed.payload["passage"], "k": self.k}
+        return {"query": seed.payload["query"], "k": self.k}
 
     def build(self, ctx: RunContext, seed: ItemRecord) -> list[Ask]:
         return [self.ask(ctx, self.answer, **self.template_variables(seed))]

@@ -1,5 +1,8 @@
 """Seed selection: length bands computed from the seed data itself, exactly one positive, a fixed sample.
 
+Queries are kept inside their band. Passages are kept inside or outside theirs: InstructIR's paper says inside,
+its released seeds (1,743 passages, none of length 255-371 characters) were kept outside.
+
 Two passes over the source (lengths, then decisions) keep memory flat on large collections. The sample is
 the ``limit`` eligible queries with the smallest hash of (seed, query id): stable under any file order.
 """
@@ -24,6 +27,7 @@ class SelectionParams(Protocol):
     length_unit: Literal["chars", "words"]
     query_length_percentiles: tuple[float, float]
     passage_length_percentiles: tuple[float, float]
+    passage_band: Literal["inside", "outside"]
 
 
 def length(text: str, unit: Literal["chars", "words"]) -> int:
@@ -89,11 +93,12 @@ def _reasons(
             f"[{query_band[0]:g}, {query_band[1]:g}]"
         )
     p_len = length(pair.positives[0].text, unit)
-    if not passage_band[0] <= p_len <= passage_band[1]:
+    inside = passage_band[0] <= p_len <= passage_band[1]
+    if inside != (params.passage_band == "inside"):
         low, high = params.passage_length_percentiles
         reasons.append(
-            f"passage length {p_len} {unit} outside the {low:g}-{high:g} percentile band "
-            f"[{passage_band[0]:g}, {passage_band[1]:g}]"
+            f"passage length {p_len} {unit} {'inside' if inside else 'outside'} the {low:g}-{high:g} percentile "
+            f"band [{passage_band[0]:g}, {passage_band[1]:g}]"
         )
     return reasons
 

@@ -69,15 +69,18 @@ def sensible(body: dict[str, Any]) -> dict[str, Any]:
         qid = QUERIES[field(prompt, "Query")]
         named = {"language": "Python"} if code else {}
         return {"instructions": [f"Find the source for {qid}.\nAnd a second line."], **named}
-    if name.endswith("Poisoning"):
+    if name.endswith("InstructionPoisoning"):
+        qid = QUERIES[field(prompt, "Query")]
+        named = {"language": "Java" if qid == SWITCHES_LANGUAGE else " python"} if code else {}
+        return {"negative_instruction": f"Avoid the source for {qid}.\nAnd a second line.", **named}
+    if name == "QueryPoisoning":
         query = field(prompt, "Query")
-        qid = QUERIES[query]
-        answer = {
+        code = "programming problem" in prompt
+        repeat = code and QUERIES[query] == REPEATS_QUERY
+        return {
             "aspects": ["first point", "second point"],
-            "negative_instruction": f"Avoid the source for {qid}.\nAnd a second line.",
-            "negative_query": f" {query.upper()} " if code and qid == REPEATS_QUERY else f"not {query}",
+            "negative_query": f" {query.upper()} " if repeat else f"not {query}",
         }
-        return answer | ({"language": "Java" if qid == SWITCHES_LANGUAGE else " python"} if code else {})
     if name == "Rewrite":
         return {
             "plan": "answer it",
@@ -156,7 +159,8 @@ def test_a_tuple_is_kept_only_when_all_three_judgments_name_the_intended_passage
     assert (stages["validate"]["in"], stages["validate"]["out"], stages["validate"]["rejected"]) == (8, 5, 3)
     judges = {j["judge"]: (j["judged"], j["passed"], j["rejected"]) for j in stages["validate"]["judges"]}
     assert judges == {f"llm:{name}": (8, 7, 1) for name in ("positive", "negative_instruction", "negative_query")}
-    assert report["accepted"] == 5 and general["sent"] == 8 + 8 + 16 + 24
+    assert report["accepted"] == 5 and general["sent"] == 8 + 16 + 16 + 24
+
     assert {r["group_id"]: r["judge"] for r in rejected} == {qid: f"llm:{j}" for qid, j in WRONG.items()}
     for request in picks(general["requests"]):
         listed = candidates(request)
@@ -168,6 +172,19 @@ def test_a_tuple_is_kept_only_when_all_three_judgments_name_the_intended_passage
         assert r["status"] == "rejected" and r["decision"] == "reject" and r["kind"] == "tuple"
         assert r["failed_judges"] == [r["judge"]], "one wrong judgment per rejected tuple in this responder"
         assert re.match(r"picked \[\d+\] .+ \(gold \[\d+\] P(\+|1-|2-)\): judged ", r["reason"])
+
+
+def test_each_seed_pair_is_poisoned_by_two_independent_requests(general: dict[str, Any]) -> None:
+    names = [r["response_format"]["json_schema"]["name"] for r in general["requests"]]
+    poisoning = [r for r, name in zip(general["requests"], names, strict=True) if name.endswith("Poisoning")]
+    assert sorted(names.count(n) for n in ("InstructionPoisoning", "QueryPoisoning")) == [8, 8]
+    for request in poisoning:
+        prompt = request["messages"][-1]["content"]
+        asks_for = {"negative_instruction", "negative_query"} & set(
+            request["response_format"]["json_schema"]["schema"]["properties"]
+        )
+        assert len(asks_for) == 1, "one request writes I- or Q-, never both"
+        assert "Avoid the source" not in prompt and "not " not in field(prompt, "Query"), "neither sees the other"
 
 
 def test_exports_carry_exactly_the_seven_fields_and_no_newline(general: dict[str, Any]) -> None:

@@ -6,7 +6,7 @@ from ifsynth.flows.recipes.infir.judge_tuples import JUDGMENTS, JudgeTuples
 from ifsynth.flows.recipes.infir.poison import NEGATIVE_INSTRUCTION, NEGATIVE_QUERY, Poison
 from ifsynth.flows.recipes.infir.tuples import tuple_outcome
 from ifsynth.flows.stages.judge import labels
-from ifsynth.schemas.answers import CodePoisoning, Poisoning, candidate_pick
+from ifsynth.schemas.answers import CodeInstructionPoisoning, InstructionPoisoning, QueryPoisoning, candidate_pick
 from ifsynth.warehouse.keys import item_id
 from tests.helpers import MakeContext, item, ok, unusable, writer
 
@@ -17,26 +17,42 @@ POSITIVE = item(
 ASPECTS = ["sorting", "lists"]
 
 
-def poisoned(make_context: MakeContext, answer: Poisoning, *, language: bool = False) -> tuple[str, list, list]:
-    ctx = make_context("infir", flavour="code" if language else "general")
-    outcome = Poison(max_tokens=256, language=language).handle(writer(ctx, "poison"), POSITIVE, [ok(answer)])
+def poisoned(
+    make_context: MakeContext, instruction: str, query: str, *, language: str | None = None
+) -> tuple[str, list, list]:
+    ctx = make_context("infir", flavour="general" if language is None else "code")
+    answers = [
+        InstructionPoisoning(negative_instruction=instruction)
+        if language is None
+        else CodeInstructionPoisoning(negative_instruction=instruction, language=language),
+        QueryPoisoning(aspects=ASPECTS, negative_query=query),
+    ]
+    replies = [ok(answer, key=f"key-{n}") for n, answer in enumerate(answers)]
+    outcome = Poison(max_tokens=256, language=language is not None).handle(writer(ctx, "poison"), POSITIVE, replies)
     return outcome.decision, outcome.items, outcome.verdicts
 
 
-def test_build_asks_for_a_poisoned_pair_with_the_flavour(make_context: MakeContext) -> None:
+def test_build_asks_for_i_minus_and_q_minus_in_two_calls_with_the_flavour(make_context: MakeContext) -> None:
     ctx = make_context("infir", flavour="code")
-    (ask,) = Poison(max_tokens=256, language=True, variables={"flavour": "code"}).build(ctx, POSITIVE)
-    assert ask.schema is CodePoisoning and ask.role == "generator" and ask.max_tokens == 256
-    assert "programming language" in ask.prompt.messages[-1]["content"]
+    for_instruction, for_query = Poison(max_tokens=256, language=True, variables={"flavour": "code"}).build(
+        ctx, POSITIVE
+    )
+    assert (for_instruction.schema, for_query.schema) == (CodeInstructionPoisoning, QueryPoisoning)
+    assert all(a.role == "generator" and a.max_tokens == 256 for a in (for_instruction, for_query))
+    assert "programming language" in for_instruction.prompt.messages[-1]["content"]
+    assert "programming problem" in for_query.prompt.messages[-1]["content"]
+    assert for_instruction.prompt.template == "infir/poison_instruction"
+    assert for_query.prompt.template == "infir/poison_query"
 
 
 def test_a_poisoned_pair_becomes_two_items_each_traced_to_the_positive(make_context: MakeContext) -> None:
-    answer = Poisoning(aspects=ASPECTS, negative_instruction="I write Rust.\nreally", negative_query="reverse a list")
-    decision, (instruction, query), verdicts = poisoned(make_context, answer)
+    decision, (instruction, query), verdicts = poisoned(make_context, "I write Rust.\nreally", "reverse a list")
     assert decision == "pass"
     assert instruction.item_id == item_id("poisoned_instruction", [POSITIVE.item_id], "I write Rust.")
     assert instruction.payload["role"] == NEGATIVE_INSTRUCTION and instruction.payload["instruction"] == "I write Rust."
     assert query.payload["role"] == NEGATIVE_QUERY and query.payload["query"] == "reverse a list"
+    assert query.payload["aspects"] == ASPECTS and "aspects" not in instruction.payload
+    assert (instruction.call_keys, query.call_keys) == (("key-0",), ("key-1",)), "each traces to its own call"
     assert instruction.payload["instruction_positive"] == "I write Python scripts." and (
         instruction.ord,
         query.ord,
@@ -44,17 +60,23 @@ def test_a_poisoned_pair_becomes_two_items_each_traced_to_the_positive(make_cont
     assert [v.judge for v in verdicts] == ["rule:newline"], "the cut at the newline is on record"
 
 
+def test_a_failed_call_fails_the_pair(make_context: MakeContext) -> None:
+    ctx = make_context("infir")
+    replies = [ok(InstructionPoisoning(negative_instruction="I write Rust.")), unusable()]
+    outcome = Poison(max_tokens=256).handle(writer(ctx, "poison"), POSITIVE, replies)
+    assert outcome.decision == "parse_error" and not outcome.items
+    assert [v.call_key for v in outcome.verdicts] == ["key-bad"]
+
+
 def test_a_negative_that_repeats_its_original_takes_its_sibling_with_it(make_context: MakeContext) -> None:
-    answer = Poisoning(aspects=ASPECTS, negative_instruction="I write Rust.", negative_query="Sort a list in  Python")
-    decision, items, verdicts = poisoned(make_context, answer)
+    decision, items, verdicts = poisoned(make_context, "I write Rust.", "Sort a list in  Python")
     assert decision == "reject" and all(i.status == "rejected" for i in items)
     reasons = {v.item_id: v.reason for v in verdicts if v.judge == "rule:unchanged"}
     assert reasons == {items[1].item_id: "Q- repeats Q+", items[0].item_id: "sibling: Q- repeats Q+"}
 
 
 def test_a_code_negative_naming_another_language_is_rejected(make_context: MakeContext) -> None:
-    answer = CodePoisoning(aspects=ASPECTS, negative_instruction="I write Rust.", negative_query="x", language="Rust")
-    decision, items, verdicts = poisoned(make_context, answer, language=True)
+    decision, items, verdicts = poisoned(make_context, "I write Rust.", "x", language="Rust")
     (rule,) = {v.judge for v in verdicts}
     assert [v.reason for v in verdicts][1].startswith("sibling: ") and items[0].status == "rejected"
     assert decision == "reject" and rule == "rule:language" and "'Rust'" in verdicts[0].reason

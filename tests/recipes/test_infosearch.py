@@ -17,6 +17,7 @@ import yaml
 from ifsynth.flows.run.config import resolve
 from ifsynth.flows.run.runner import execute
 from ifsynth.schemas.config import DIMENSIONS
+from ifsynth.schemas.errors import ConfigError
 from ifsynth.warehouse import audit
 from ifsynth.warehouse.export import export, release_for
 from ifsynth.warehouse.imports import import_release
@@ -120,7 +121,9 @@ def good(server: FakeOpenAI, tmp_path_factory: pytest.TempPathFactory) -> dict[s
 @pytest.fixture(scope="module")
 def sloppy(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
     with FakeOpenAI(mode="responder", responder=lambda body: sensible(body, sloppy=True)) as fake:
-        yield run(fake, tmp_path_factory.mktemp("sloppy"), "dimensions=[keyword, language, length]")
+        yield run(
+            fake, tmp_path_factory.mktemp("sloppy"), "dimensions=[keyword, language, length]", "translate_language=true"
+        )
 
 
 def jsonl(path: Path) -> list[dict[str, Any]]:
@@ -137,7 +140,8 @@ def test_every_core_query_ends_complete_in_every_dimension(good: dict[str, Any])
     stages = {s["stage"]: s for s in good["funnel"]["stages"]}
     assert (stages["assemble"]["in"], stages["assemble"]["out"], stages["assemble"]["rejected"]) == (18, 45, 0)
     assert stages["rules"]["rejected"] == 0 and good["funnel"]["accepted"] == 45
-    assert (stages["judge_negatives"]["out"], stages["judge_negatives"]["rejected"]) == (18, 18)
+    # three negatives per positive (45 positives); the second of each core query answers and is judged out
+    assert (stages["judge_negatives"]["out"], stages["judge_negatives"]["rejected"]) == (135 - 18, 18)
     with Warehouse(good["warehouse"], read_only=True) as wh:
         release = release_for(wh, good["run_id"])
         queries = query(wh, "SELECT * FROM release_queries WHERE release = ?", [release])
@@ -154,7 +158,8 @@ def test_every_core_query_ends_complete_in_every_dimension(good: dict[str, Any])
         modes = Counter(q["mode"] for q in queries if q["group_id"] == core)
         assert modes == {"og": expected, "changed": expected, "reversed": expected}, "one reversal per instruction"
         negatives = [d for d in docs if d["doc_id"].startswith(f"{core}_neg")]
-        assert [d["text"][:10] for d in negatives] == ["Negative 0"], "the negative that answers is judged out"
+        kept = [f"Negative {i}:" for i in range(3 * expected) if i != 1]
+        assert [d["text"].split(" the")[0] for d in negatives] == kept, "the negative that answers is judged out"
         assert all(json.loads(d["meta"])["role"] == "query_negative" for d in negatives)
         positives = [d for d in docs if d["doc_id"].startswith(f"{core}_doc")]
         assert len(positives) == expected
@@ -162,7 +167,7 @@ def test_every_core_query_ends_complete_in_every_dimension(good: dict[str, Any])
         if q["mode"] == "changed":
             assert q["instruction"].endswith(f"Only show me a {json.loads(q['meta'])['condition']}.")
         if q["mode"] == "reversed":
-            assert "Do not show me" in q["instruction"]
+            assert q["instruction"] == f"{q['query']}. Do not show me a {json.loads(q['meta'])['condition']}."
     assert all(q["instruction"] == "" for q in queries if q["mode"] == "og")
     assert {(r["mode"], r["score"]) for r in qrels} == {
         ("og", 1),
@@ -178,7 +183,9 @@ def test_rewrites_and_keywords_land_in_their_documents(good: dict[str, Any]) -> 
         release = release_for(wh, good["run_id"])
         docs = {d["doc_id"]: d for d in query(wh, "SELECT * FROM release_docs WHERE release = ?", [release])}
     meta = {doc_id: json.loads(d["meta"]) for doc_id, d in docs.items()}
-    assert docs["language-lang1_doc1"]["text"] == CHINESE and meta["language-lang1_doc1"]["origin"] == "rewrite"
+    chinese = jsonl(SEEDS / "language" / "corpus.jsonl")[0]
+    assert docs["language-lang1_doc1"]["text"] == chinese["text"] and chinese["_id"] == "lang1-zh"
+    assert meta["language-lang1_doc1"] == {**meta["language-lang1_doc1"], "condition": "Chinese", "origin": "seed"}
     assert meta["language-lang1_doc2"] == {**meta["language-lang1_doc2"], "condition": "English", "origin": "seed"}
     assert meta["length-len2_doc3"]["condition"] == "article"
     for doc_id, m in meta.items():
@@ -204,6 +211,7 @@ def test_the_infosearch_export_keys_og_changed_and_reversed_qrels(good: dict[str
             core, own = q["_id"].rsplit("_", 1)
             changed = {d for qid, d, s in qrels["changed"] if qid == q["_id"] and s == 1}
             reversed_ = {d for qid, d, s in qrels["reversed"] if qid == q["_id"] and s == 1}
+            assert q["instruction_reversed"].startswith(q["text"]), "the core query, unchanged, opens the reversal"
             og = {d for qid, d, s in qrels["og"] if qid == q["_id"] and s == 1}
             assert changed == {f"{core}_doc{own}"}
             assert reversed_ == og - changed and og == {d for qid, d in pairs["og"] if qid == q["_id"]}
@@ -287,3 +295,32 @@ def test_the_rules_reject_what_they_should_and_audit_says_why(sloppy: dict[str, 
     stages = {s["stage"]: s for s in sloppy["funnel"]["stages"]}
     # kw1 and kw3 survive with two instructed queries each; kw2, every language and every length query do not
     assert stages["assemble"]["rejected"] == 7 and stages["assemble"]["out"] == 4
+
+
+def test_the_panel_rejects_what_every_ranker_misses_and_bm25_alone_only_flags(
+    server: FakeOpenAI, good: dict[str, Any], tmp_path: Path
+) -> None:
+    with Warehouse(good["warehouse"], read_only=True) as wh:
+        flags = audit.audit(wh, good["run_id"], stage="panel", status="ok", limit=None)
+    flagged = sorted(r["item_id"] for r in flags if r["reason"].startswith("panel: flagged, kept: 1 of 1 rankers"))
+    assert flagged, "BM25 misses positives that share no word with their query, and they are kept"
+    # A second ranker that places every keyword positive but kw2's first: only that one is missed by both.
+    ranked = [f"keyword-{q}_doc{n}" for q in ("kw1", "kw2", "kw3") for n in (1, 2, 3)]
+    lines = [f"{d.split('_')[0]}_1 Q0 {d} 1 1.0 dense" for d in ranked if d != "keyword-kw2_doc1"]
+    (tmp_path / "dense.trec").write_text("\n".join(lines) + "\n")
+    settings = ["dimensions=[keyword]", f"panel_runs=[{tmp_path / 'dense.trec'}]", "panel_miss_share=1.0"]
+    result = run(server, tmp_path, *settings)
+    with Warehouse(result["warehouse"], read_only=True) as wh:
+        (rejected,) = audit.audit(wh, result["run_id"], stage="panel", limit=None)
+        release = query(wh, "SELECT DISTINCT group_id FROM release_queries WHERE release = ?", [result["run_id"]])
+    assert rejected["judge"] == "rule:panel" and rejected["group_id"] == "keyword-kw2"
+    assert rejected["reason"].startswith("panel: 2 of 2 rankers place it outside their top 50") and (
+        "bm25 >50, " in rejected["reason"]
+    )
+    assert {r["group_id"] for r in release} == {"keyword-kw1", "keyword-kw3"}, "kw2 lost a positive"
+
+
+def test_a_missing_panel_run_is_refused_when_the_run_is_configured(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match=r"^settings: panel_runs: no file .*missing\.trec$"):
+        resolve("infosearch", seeds="demo", base_url="http://127.0.0.1:9/v1", model="m",
+                sets=[f"panel_runs=[{tmp_path / 'missing.trec'}]"])  # fmt: skip

@@ -30,13 +30,15 @@ def test_a_keyword_becomes_the_documents_condition(make_context: MakeContext) ->
     assert made.ord == DOCUMENT.ord and made.call_keys == ("key-1",)
 
 
-def test_negatives_make_n_items_of_the_core_query(make_context: MakeContext) -> None:
+def test_negatives_are_asked_from_the_core_query_alone_per_positive(make_context: MakeContext) -> None:
     ctx = make_context("infosearch")
-    core = item("collect", "query", dimension="audience", query_id="7", query="tides",
+    core = item("collect", "query", dimension="audience", query_id="7", query="tides", conditions=["layman", "expert"],
                 passages=[{"doc_id": "d1", "title": "", "text": "Tides follow the moon."}])  # fmt: skip
-    stage = GenerateNegatives(n=2, max_tokens=128)
-    (ask,) = stage.build(ctx, core)
-    assert ask.schema is query_negatives(2) and "Tides follow the moon." in ask.prompt.messages[-1]["content"]
+    (ask,) = GenerateNegatives(per_positive=3, max_tokens=128).build(ctx, core)
+    assert ask.schema is query_negatives(6), "three per positive, two positives (one per condition)"
+    assert "Tides follow the moon." not in ask.prompt.messages[-1]["content"], "the paper shows the query only"
+    assert "Query: tides" in ask.prompt.messages[-1]["content"]
+    stage = GenerateNegatives(per_positive=1, max_tokens=128)
     outcome = stage.handle(
         writer(ctx, "negatives"), core, [ok(query_negatives(2)(passages=["Tidy rooms.", "Tide pods."]))]
     )
@@ -53,7 +55,7 @@ def test_negatives_make_n_items_of_the_core_query(make_context: MakeContext) -> 
     assert stage.handle(writer(ctx, "negatives"), core, [unusable()]).decision == "parse_error"
 
 
-def test_a_reversal_is_the_restated_query_then_the_negated_restriction(make_context: MakeContext) -> None:
+def test_a_reversal_is_the_core_query_verbatim_then_the_negated_restriction(make_context: MakeContext) -> None:
     ctx = make_context("infosearch")
     instruction = item(
         "instructions", "instruction", query="tides", instruction="I want tides. For experts.",
@@ -64,6 +66,6 @@ def test_a_reversal_is_the_restated_query_then_the_negated_restriction(make_cont
     assert ask.schema is Reversal and "For experts." in ask.prompt.messages[-1]["content"]
     answer = Reversal(reversed_restriction="Not for experts.")
     (made,) = stage.handle(writer(ctx, "reversal"), instruction, [ok(answer)]).items
-    assert made.payload["reversed_instruction"] == "I want tides. Not for experts."
-    assert made.item_id == item_id("reversal", [instruction.item_id], "I want tides. Not for experts.")
+    assert made.payload["reversed_instruction"] == "tides. Not for experts."
+    assert made.item_id == item_id("reversal", [instruction.item_id], "tides. Not for experts.")
     assert made.payload["instruction"] == "I want tides. For experts.", "the instruction it negates stays"

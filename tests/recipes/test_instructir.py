@@ -10,6 +10,7 @@ import pytest
 
 from ifsynth.flows.run.config import resolve
 from ifsynth.flows.run.runner import execute
+from ifsynth.flows.seeds import open_source
 from ifsynth.warehouse import audit
 from ifsynth.warehouse.export import export, release_for
 from ifsynth.warehouse.store import Warehouse
@@ -90,3 +91,61 @@ def test_changing_one_template_resends_only_its_stage(server: FakeOpenAI, tmp_pa
     resent = server.requests[sent:]
     assert len(resent) == 15
     assert all(r["response_format"]["json_schema"]["name"].startswith("Pick") for r in resent)
+
+
+def test_no_instruction_request_shows_the_gold_passage(server: FakeOpenAI, tmp_path: Path) -> None:
+    warehouse = tmp_path / "w.duckdb"
+    run_id = run(server, warehouse, "min_group_size=3")
+    with Warehouse(warehouse, read_only=True) as wh:
+        passages = [i.payload["passage"] for page in wh.items(run_id, "select") for i in page]
+    asked = [
+        json.dumps(r["messages"])
+        for r in server.requests
+        if r["response_format"]["json_schema"]["name"].startswith("Instructions")
+    ]
+    assert len(passages) == len(asked) == 5
+    shown = [p for p in passages for prompt in asked if p[:60] in prompt or p[-60:] in prompt]
+    assert not shown, "the instruction prompt must hold the query only"
+
+
+def test_defaults_are_the_releases_and_the_card_says_where_the_paper_differs(
+    server: FakeOpenAI, tmp_path: Path
+) -> None:
+    warehouse = tmp_path / "w.duckdb"
+    run_id = run(server, warehouse, "instructions_per_query=7")  # reader 3 fails: groups of 6 survive
+    judged = [r for r in server.requests if r["response_format"]["json_schema"]["name"] == "RelevanceJudgement"]
+    assert judged and {r["temperature"] for r in judged} == {0.7}
+    with Warehouse(warehouse, read_only=True) as wh:
+        assert audit.funnel(wh, run_id)["accepted"] == 30, "groups of exactly 6 are kept"
+        release = release_for(wh, run_id)
+        card = json.loads(query(wh, "SELECT card FROM releases WHERE name = ?", [release])[0]["card"])
+        docs = query(wh, "SELECT doc_id, meta FROM release_docs WHERE release = ?", [release])
+        export(wh, release, "beir", tmp_path / "beir")
+    params, fidelity = card["params"], card["fidelity"]
+    assert (params["min_group_size"], params["noise_pool"], params["passage_band"]) == (6, "positives", "outside")
+    differs = {d["setting"]: d for d in fidelity["differs"]}
+    assert {name: (d["paper"], d["value"]) for name, d in differs.items()} == {
+        "passage_band": ("inside", "outside"),
+        "min_group_size": (7, 6),
+        "instructions_per_query": (10, 7),
+    }
+    assert differs["instructions_per_query"]["why"] == "set for this run"
+    assert "239 of its 1,267" in differs["min_group_size"]["why"]
+    assert set(fidelity["templates"]) == {f"instructir/{t}" for t in ("instructions", "rewrite", "judge_relevance",
+                                                                          "judge_specificity")}  # fmt: skip
+    seed_positives = {p.positives[0].doc_id for p in open_source("demo").pairs()}
+    noise = {d["doc_id"] for d in docs if json.loads(d["meta"]).get("noise")}
+    assert noise and noise <= seed_positives, "the noise is the other seed queries' positives"
+    assert len(noise) == len(seed_positives) - 5
+    readme = (tmp_path / "beir" / "README.md").read_text()
+    assert "## Fidelity" in readme and "| min_group_size | 7 | 6 |" in readme
+
+
+def test_the_whole_corpus_is_one_setting_away_as_noise(server: FakeOpenAI, tmp_path: Path) -> None:
+    warehouse = tmp_path / "w.duckdb"
+    run_id = run(server, warehouse, "min_group_size=3", "noise_pool=corpus", "max_noise_passages=100")
+    with Warehouse(warehouse, read_only=True) as wh:
+        docs = query(wh, "SELECT doc_id, meta FROM release_docs WHERE release = ?", [release_for(wh, run_id)])
+    seed_positives = {p.positives[0].doc_id for p in open_source("demo").pairs()}
+    noise = {d["doc_id"] for d in docs if json.loads(d["meta"]).get("noise")}
+    assert len(noise) == 100 and noise - seed_positives

@@ -1,8 +1,9 @@
-"""Poisoning (InF-IR): from (I+, Q+, P+), one call writes an altered instruction I- and an altered query Q-,
-each close to its original and misaligned with P+. They become two items, each the parent of the negative
-passage written for it, so a negative traces to the poisoned text behind it.
+"""Poisoning (InF-IR): from (I+, Q+, P+), two independent calls write an altered instruction I- and an
+altered query Q-, each close to its original and misaligned with P+; the paper poisons them separately, so
+neither is written in the light of the other. They become two items, each the parent of the negative passage
+written for it, so a negative traces to the poisoned text behind it.
 
-For the code flavour the answer also names I-'s programming language; an I- whose language differs from
+For the code flavour the I- answer also names its programming language; an I- whose language differs from
 I+'s is rejected by a rule (a retriever must not learn to tell them apart by language alone)."""
 
 from __future__ import annotations
@@ -15,7 +16,12 @@ from ifsynth.flows.llm.requests import Ask, Reply
 from ifsynth.flows.run.context import RunContext
 from ifsynth.flows.run.stage import LLMStage, Outcome, StageWriter
 from ifsynth.flows.stages.text_rules import LANGUAGE, UNCHANGED, first_line, newline_verdicts, same_language, unchanged
-from ifsynth.schemas.answers import CodePoisoning, Poisoning, poisoning
+from ifsynth.schemas.answers import (
+    CodeInstructionPoisoning,
+    InstructionPoisoning,
+    QueryPoisoning,
+    instruction_poisoning,
+)
 from ifsynth.schemas.records import ItemRecord
 
 NEGATIVE_INSTRUCTION = "negative_instruction"
@@ -24,8 +30,8 @@ NEGATIVE_QUERY = "negative_query"
 
 @dataclass(frozen=True, kw_only=True)
 class Poison(LLMStage[ItemRecord]):
-    """One call per positive (I+, Q+, P+) writes I- and Q-; each becomes an item, rejected with its sibling
-    when a rule finds it unusable (a tuple needs both)."""
+    """Two calls per positive (I+, Q+, P+), one for I- and one for Q-; each answer becomes an item, rejected
+    with its sibling when either call or a rule fails (a tuple needs both)."""
 
     name: str = "poison"
     source: str = "instructions"
@@ -35,36 +41,50 @@ class Poison(LLMStage[ItemRecord]):
     def build(self, ctx: RunContext, positive: ItemRecord) -> list[Ask]:
         payload = positive.payload
         texts = {name: payload[name] for name in ("query", "instruction", "passage")}
-        return [self.ask(ctx, poisoning(language=self.language), **texts, **self.variables)]
+        return [
+            self.ask(
+                ctx, instruction_poisoning(language=self.language), "poison_instruction", **texts, **self.variables
+            ),
+            self.ask(ctx, QueryPoisoning, "poison_query", **texts, **self.variables),
+        ]
 
     def handle(self, writer: StageWriter, positive: ItemRecord, replies: list[Reply]) -> Outcome:
-        (reply,) = replies
-        if reply.status != "ok" or not isinstance(reply.value, Poisoning):
-            return writer.failed(positive.item_id, reply)
-        answer, base = reply.value, positive.payload
+        for_instruction, for_query = replies
+        for reply, schema in ((for_instruction, InstructionPoisoning), (for_query, QueryPoisoning)):
+            if reply.status != "ok" or not isinstance(reply.value, schema):
+                return writer.failed(positive.item_id, reply)
+        negative_instruction = for_instruction.value.negative_instruction  # type: ignore[union-attr]
+        negative_query = for_query.value.negative_query  # type: ignore[union-attr]
+        base = positive.payload
         shared = {
             **base,
             "instruction_positive": base["instruction"],
             "query_positive": base["query"],
             "instruction_item": positive.item_id,
-            "aspects": list(answer.aspects),
         }
-        instruction, query = first_line(answer.negative_instruction), first_line(answer.negative_query)
-        named = {"language": answer.language} if isinstance(answer, CodePoisoning) else {}
+        instruction, query = first_line(negative_instruction), first_line(negative_query)
+        answer = for_instruction.value
+        named = {"language": answer.language} if isinstance(answer, CodeInstructionPoisoning) else {}
         poisoned_instruction = writer.child(
             positive,
             "poisoned_instruction",
             {**shared, "role": NEGATIVE_INSTRUCTION, "instruction": instruction, **named},
             instruction,
-            reply=reply,
+            reply=for_instruction,
             ord=1,
         )
+        aspects = list(for_query.value.aspects)  # type: ignore[union-attr]
         poisoned_query = writer.child(
-            positive, "poisoned_query", {**shared, "role": NEGATIVE_QUERY, "query": query}, query, reply=reply, ord=2
+            positive,
+            "poisoned_query",
+            {**shared, "role": NEGATIVE_QUERY, "query": query, "aspects": aspects},
+            query,
+            reply=for_query,
+            ord=2,
         )
         verdicts = newline_verdicts(
-            writer, poisoned_instruction.item_id, "poisoned instruction", answer.negative_instruction, instruction
-        ) + newline_verdicts(writer, poisoned_query.item_id, "poisoned query", answer.negative_query, query)
+            writer, poisoned_instruction.item_id, "poisoned instruction", negative_instruction, instruction
+        ) + newline_verdicts(writer, poisoned_query.item_id, "poisoned query", negative_query, query)
         items = [poisoned_instruction, poisoned_query]
         failed = _broken_rule(base, named, instruction, query, poisoned_instruction, poisoned_query)
         if failed is None:

@@ -44,7 +44,10 @@ def seed_documents(
     if not spec.conditions:
         return [(n, None, p) for n, p in enumerate(pair.positives[: params.keyword_documents[1]], 1)]
     if spec.seed_condition is not None:
-        return [(spec.conditions.index(spec.seed_condition) + 1, spec.seed_condition, pair.positives[0])]
+        position = spec.conditions.index(spec.seed_condition) + 1
+        # seeds holding one positive per condition give the seed condition's own (translation reads them so)
+        own = pair.positives[position - 1] if len(pair.positives) == len(spec.conditions) else pair.positives[0]
+        return [(position, spec.seed_condition, own)]
     return [(n, condition, p) for n, (condition, p) in enumerate(zip(spec.conditions, pair.positives, strict=False), 1)]
 
 

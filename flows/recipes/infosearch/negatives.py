@@ -1,4 +1,7 @@
-"""Query negatives: documents that share a core query's words and topic but cannot answer it."""
+"""Query negatives: documents that share a core query's words and topic but cannot answer it.
+
+As in the paper, the model sees the core query alone, and each core query gets ``per_positive`` negatives for
+each of its positives (its corpus holds about four documents per instructed query)."""
 
 from __future__ import annotations
 
@@ -18,20 +21,17 @@ def core_query(item: ItemRecord) -> bool:
 
 @dataclass(frozen=True, kw_only=True)
 class GenerateNegatives(LLMStage[ItemRecord]):
-    """One call per core query asks for ``n`` negatives; each becomes a ``negative`` item of the query."""
+    """One call per core query asks for ``per_positive`` negatives per positive; each becomes a ``negative``
+    item of the query."""
 
     name: str = "negatives"
     source: str = "collect"
-    n: int
+    per_positive: int
     keep: Callable[[ItemRecord], bool] | None = core_query
 
     def build(self, ctx: RunContext, core: ItemRecord) -> list[Ask]:
-        payload = core.payload
-        return [
-            self.ask(
-                ctx, query_negatives(self.n), query=payload["query"], passage=payload["passages"][0]["text"], n=self.n
-            )
-        ]
+        n = self.per_positive * len(core.payload["conditions"])
+        return [self.ask(ctx, query_negatives(n), query=core.payload["query"], n=n)]
 
     def handle(self, writer: StageWriter, core: ItemRecord, replies: list[Reply]) -> Outcome:
         (reply,) = replies

@@ -1,5 +1,5 @@
 """InfoSearch's stages in run order: collect, keywords, rewrite, query negatives, rules, the rewrite and
-negative judges, instructions, reversal, the reversal judge, assemble."""
+negative judges, the retrieval panel, instructions, reversal, the reversal judge, assemble."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from ifsynth.flows.recipes.infosearch.collect import collect_seeds
 from ifsynth.flows.recipes.infosearch.document_rules import check_documents
 from ifsynth.flows.recipes.infosearch.keywords import ExtractKeywords
 from ifsynth.flows.recipes.infosearch.negatives import GenerateNegatives
+from ifsynth.flows.recipes.infosearch.panel import review_documents
 from ifsynth.flows.recipes.infosearch.reversal import ReverseInstructions
 from ifsynth.flows.run.stage import Call, Stage
 from ifsynth.flows.stages.instructions import GenerateInstructions
@@ -83,7 +84,7 @@ def stages(params: RecipeParams) -> list[Stage]:
             targets=partial(rewrite_targets, p),
             keep=partial(seed_to_rewrite, p),
         ),
-        GenerateNegatives(n=p.query_negatives, max_tokens=p.max_tokens_negatives),
+        GenerateNegatives(per_positive=p.negatives_per_positive, max_tokens=p.max_tokens_negatives),
         Call("rules", check_documents, {"sources": ("collect", "keywords", "rewrite", "negatives")}),
         JudgeRelevance(
             name="judge_rewrite",
@@ -101,6 +102,7 @@ def stages(params: RecipeParams) -> list[Stage]:
             max_tokens=p.max_tokens_judge,
             keep=is_negative,
         ),
+        Call("panel", review_documents, {"source": "rules"}),
         GenerateInstructions(
             source="rules",
             max_tokens=p.max_tokens_instruction,

@@ -1,8 +1,9 @@
 """Instruction reversal: the restriction of an instruction turned into its clear negation.
 
-Only the restriction is rewritten; the restated query stays word for word, so the instructed and the
-reversed instruction differ in exactly what they ask of the document. A judge then scores how clearly the
-reversal negates the instruction (flows/stages/judge.py, template ``judge_reversal``).
+Only the restriction is rewritten. The reversed instruction is the core query verbatim followed by the
+negated restriction, as in every reversed example of the paper ("What is diabetes? Please respond in a
+language other than Chinese."), so it shares no rephrasing with the instructed query that a retriever could
+match on. A judge then scores how clearly the reversal negates the instruction (template ``judge_reversal``).
 """
 
 from __future__ import annotations
@@ -16,10 +17,16 @@ from ifsynth.schemas.answers import Reversal
 from ifsynth.schemas.records import ItemRecord
 
 
+def sentence(query: str) -> str:
+    """The query as it opens a request: unchanged, with a full stop when it ends without punctuation."""
+    query = query.strip()
+    return query if query.endswith((".", "?", "!", "。", "？", "！")) else f"{query}."
+
+
 @dataclass(frozen=True, kw_only=True)
 class ReverseInstructions(LLMStage[ItemRecord]):
-    """One call per instruction negates its restriction; the reversed instruction is the restated query
-    followed by the negated restriction."""
+    """One call per instruction negates its restriction; the reversed instruction is the core query followed
+    by the negated restriction."""
 
     name: str = "reversal"
     source: str = "instructions"
@@ -33,7 +40,7 @@ class ReverseInstructions(LLMStage[ItemRecord]):
         if reply.status != "ok" or not isinstance(reply.value, Reversal):
             return writer.failed(instruction.item_id, reply)
         restriction = reply.value.reversed_restriction
-        reversed_instruction = f"{instruction.payload['restated_query']} {restriction}"
+        reversed_instruction = f"{sentence(instruction.payload['query'])} {restriction}"
         payload = {
             **instruction.payload,
             "reversed_restriction": restriction,

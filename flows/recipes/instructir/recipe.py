@@ -25,5 +25,9 @@ def stages(params: RecipeParams) -> list[Stage]:
         ),
         JudgePick(name="judge_specificity", source="rewrite", max_tokens=p.max_tokens_judge),
         Call("group_filter", filter_groups, {"source": "rewrite", "min_group_size": p.min_group_size}),
-        Call("assemble", assemble_release, {"source": "rewrite", "max_noise": p.max_noise_passages}),
+        Call(
+            "assemble",
+            assemble_release,
+            {"source": "rewrite", "max_noise": p.max_noise_passages, "noise_pool": p.noise_pool},
+        ),
     ]

@@ -1,0 +1,124 @@
+"""The retrieval panel (InfoSearch's step 7): a positive that most rankers fail to place in their top 50 for its
+own core query is likely mislabelled (a seed pair that does not match, a rewrite that drifted), and goes.
+
+The paper ran twelve retrievers and reviewed by hand every document outside the top 50 of six or more. Here
+the panel is BM25 over the dimension's documents (positives and query negatives) plus any TREC run files the
+user passes (``panel_runs``, query ids ``<dimension>-<query id>``, optionally with ``_<n>`` or ``-og``, and
+the release's document ids ``..._doc<n>`` and ``..._neg<j>``). A document is flagged when at least
+``panel_miss_share`` of the rankers that can judge it miss it; BM25 abstains on documents written in another
+script than its query (it cannot match Chinese to English). A flagged document is rejected with a
+``rule:panel`` verdict (``ifsynth audit --stage panel`` lists it) when at least ``panel_min_rankers`` rankers
+judged it; with fewer the flag is recorded and the document kept. BM25 alone must not decide: it misses true
+positives that share no word with their query, and dropping them would tilt the benchmark towards BM25.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from ifsynth.flows.evaluation.metrics import ranking
+from ifsynth.flows.evaluation.retrieval import Run, bm25, read_run
+from ifsynth.flows.run.context import RunContext
+from ifsynth.flows.run.stage import Outcome, StageWriter
+from ifsynth.schemas.config import InfoSearchParams
+from ifsynth.schemas.errors import ConfigError
+from ifsynth.schemas.records import ItemRecord, StageCounts
+
+JUDGE = "rule:panel"
+_RUN_QUERY = re.compile(r"^(?P<core>.+?)(?:_\d+)?(?:-og)?$")
+
+
+@dataclass(frozen=True)
+class Ranker:
+    """One member of the panel: its name, its run, and whether it can judge documents in a non-Latin script."""
+
+    name: str
+    run: Run
+    any_script: bool
+
+
+def release_doc_id(item: ItemRecord) -> str:
+    """The id the document will have in the release (see assemble.py)."""
+    payload = item.payload
+    suffix = f"neg{payload['number']}" if item.kind == "negative" else f"doc{payload['position']}"
+    return f"{item.group_id}_{suffix}"
+
+
+def review_documents(ctx: RunContext, order: int, *, stage: str, source: str) -> StageCounts:
+    params = ctx.params
+    assert isinstance(params, InfoSearchParams)
+    by_dimension: dict[str, list[ItemRecord]] = {}
+    for page in ctx.warehouse.items(ctx.run_id, source):
+        for item in page:
+            by_dimension.setdefault(item.payload["dimension"], []).append(item)
+    cores = {
+        item.group_id: item.payload["query"]
+        for page in ctx.warehouse.items(ctx.run_id, "collect")
+        for item in page
+        if item.kind == "query"
+    }
+    files = {path: _core_run(read_run(path), path, cores) for path in params.panel_runs}
+    positives = [item for items in by_dimension.values() for item in items if item.kind == "document"]
+    writer = StageWriter(ctx, stage, order, total=len(positives))
+    rejected: list[str] = []
+    for dimension, items in by_dimension.items():
+        queries = {group: cores[group] for group in {item.group_id for item in items}}
+        docs = [(release_doc_id(item), item.payload["passage"]) for item in items]
+        panel = [Ranker("bm25", bm25(docs, queries, depth=params.panel_depth), any_script=False)]
+        panel += [Ranker(path, run, any_script=True) for path, run in files.items()]
+        scripts = params.dimension_specs[dimension].scripts
+        for item in items:
+            if item.kind != "document":
+                continue
+            foreign = scripts.get(item.payload["condition"], "latin") != "latin"
+            outcome = _review(writer, item, [r for r in panel if r.any_script or not foreign], params)
+            if outcome.decision == "reject":
+                rejected.append(item.item_id)
+            writer.add(item.item_id, outcome)
+            ctx.progress.advance(stage)
+    writer.mark(rejected, "rejected")
+    return writer.close()
+
+
+def _review(writer: StageWriter, item: ItemRecord, panel: list[Ranker], params: InfoSearchParams) -> Outcome:
+    doc_id, depth = release_doc_id(item), params.panel_depth
+    ranks = {r.name: _rank(r.run.get(item.group_id, {}), doc_id) for r in panel}
+    missed = [name for name, rank in ranks.items() if rank is None or rank > depth]
+    needed = math.ceil(params.panel_miss_share * len(panel)) if panel else 0
+    shown = ", ".join(f"{name} {rank or f'>{depth}'}" for name, rank in ranks.items()) or "no ranker can judge it"
+    flagged = bool(panel) and len(missed) >= needed
+    summary = f"{len(missed)} of {len(panel)} rankers place it outside their top {depth} for its query ({shown})"
+    if flagged and len(panel) >= params.panel_min_rankers:
+        verdict = writer.verdict(
+            item.item_id, "reject", judge=JUDGE, reason=f"panel: {summary}", score=len(missed), threshold=needed
+        )
+        return Outcome("reject", verdicts=[verdict], n_out=0)
+    reason = (
+        f"panel: flagged, kept: {summary}; rejecting takes {params.panel_min_rankers} rankers (add panel_runs)"
+        if flagged
+        else f"panel: {summary}"
+    )
+    verdict = writer.verdict(item.item_id, "pass", judge=JUDGE, reason=reason, score=len(missed), threshold=needed)
+    return Outcome("pass", verdicts=[verdict], n_out=1)
+
+
+def _rank(scores: Mapping[str, float], doc_id: str) -> int | None:
+    order = ranking(dict(scores))
+    return order.index(doc_id) + 1 if doc_id in scores else None
+
+
+def _core_run(run: Run, path: str, cores: Mapping[str, str]) -> Run:
+    """A user's run keyed by core query: ``<core>``, ``<core>_<n>`` and ``<core>_<n>-og`` all rank that query."""
+    keyed: Run = {}
+    for qid, scores in run.items():
+        match = _RUN_QUERY.match(qid)
+        core = qid if qid in cores else match.group("core") if match else qid
+        if core in cores:
+            keyed.setdefault(core, scores)
+    if run and not keyed:
+        example = next(iter(cores), "<dimension>-<query id>")
+        raise ConfigError(f"panel run `{path}` names none of this run's core queries (ids like `{example}`)")
+    return keyed
