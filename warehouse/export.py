@@ -34,7 +34,15 @@ def release_for(warehouse: Warehouse, ref: str | None) -> str:
     return rows[0]["name"]
 
 
-def export(warehouse: Warehouse, release: str, fmt: Format, out: str | Path) -> list[Path]:
+def export(
+    warehouse: Warehouse,
+    release: str,
+    fmt: Format,
+    out: str | Path,
+    *,
+    anchor: export_infir.AnchorOrder = "query-instruction",
+) -> list[Path]:
+    """Write ``release`` as ``fmt`` into ``out``; ``anchor`` orders an InF-IR triplet's anchor."""
     meta = warehouse._sql("SELECT * FROM releases WHERE name = ?", [release])
     if not meta:
         raise UnknownRelease(release)
@@ -63,8 +71,8 @@ def export(warehouse: Warehouse, release: str, fmt: Format, out: str | Path) -> 
 
         written = write_infosearch(out, docs, queries, qrels, card)
     elif fmt in export_infir.FORMATS:
-        written = export_infir.write(out, docs, queries, fmt, _jsonl)
-        card = {**card, "notes": [*card.get("notes", []), *export_infir.NOTES]}
+        written = export_infir.write(out, docs, queries, fmt, _jsonl, anchor)
+        card = {**card, "notes": [*card.get("notes", []), *export_infir.notes(anchor)]}
     else:
         writer = {"beir": _beir, "mteb": _mteb, "jsonl": _flat, "parquet": _flat}[fmt]
         written = (_per_mode(writer) if fmt in ("beir", "mteb") else writer)(out, docs, queries, qrels, fmt)

@@ -1,12 +1,13 @@
-"""InF-IR releases to files: the seven-field tuples InF-IR released, flat triplets for sentence-transformers,
-and a Hugging Face datasets folder holding both. Everything is rebuilt from the agreed release rows: three
-queries per tuple (modes positive, negative_instruction, negative_query) and its three passages."""
+"""InF-IR releases to files: the seven-field tuples InF-IR released, triplets for sentence-transformers (one
+row per anchor, both negatives), and a Hugging Face datasets folder holding both. Everything is rebuilt from
+the agreed release rows: three queries per tuple (modes positive, negative_instruction, negative_query) and its
+three passages."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -29,15 +30,26 @@ HF_CONFIGS = [
     {"config_name": "infir", "data_files": [{"split": "train", "path": "infir/train-*.parquet"}], "default": True},
     {"config_name": "triplets", "data_files": [{"split": "train", "path": "triplets/train-*.parquet"}]},
 ]
-NOTES = [
-    "Each tuple: (I+, Q+, P+) with P1- written for (I-, Q+) and P2- written for (I+, Q-). "
-    "A triplet's anchor is the instruction and the query as a retriever sees them: `instruction + ' ' + query`; "
-    "each tuple gives two triplets, (I+ Q+, P+, P1-) and (I+ Q+, P+, P2-).",
-]
+AnchorOrder = Literal["query-instruction", "instruction-query"]
+ANCHOR_ORDERS: tuple[str, ...] = ("query-instruction", "instruction-query")
 
 
-def anchor(instruction: str, query: str) -> str:
-    return f"{instruction} {query}"
+def notes(order: AnchorOrder) -> list[str]:
+    """What a trainer must know about the triplets: how the anchor reads and why no anchor repeats."""
+    first, second = order.split("-")
+    return [
+        "Each tuple: (I+, Q+, P+) with P1- written for (I-, Q+) and P2- written for (I+, Q-).",
+        "",
+        f"A triplet's anchor is the {first} then the {second}, joined by a space (`--anchor`; InF-Embed trains on "
+        "`query instruction`). Each tuple is one row, `anchor, positive, negative_1, negative_2`: "
+        "sentence-transformers' MultipleNegativesRankingLoss takes both negative columns, and with no anchor in "
+        "two rows no batch holds a copy of a row's own anchor as a false in-batch negative. If you split the "
+        "rows one negative each, train with `batch_sampler=BatchSamplers.NO_DUPLICATES`.",
+    ]
+
+
+def anchor(instruction: str, query: str, order: AnchorOrder) -> str:
+    return f"{query} {instruction}" if order == "query-instruction" else f"{instruction} {query}"
 
 
 def tuples(docs: list[dict[str, Any]], queries: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -75,16 +87,16 @@ def tuples(docs: list[dict[str, Any]], queries: list[dict[str, Any]]) -> list[di
     return rows
 
 
-def triplets(rows: list[dict[str, Any]]) -> list[dict[str, str]]:
-    """(anchor, positive, negative), one row per negative passage: the columns sentence-transformers takes."""
+def triplets(rows: list[dict[str, Any]], order: AnchorOrder) -> list[dict[str, str]]:
+    """(anchor, positive, negative_1, negative_2), one row per tuple: the columns sentence-transformers takes."""
     return [
         {
-            "anchor": anchor(row["instruction_positive"], row["query_positive"]),
+            "anchor": anchor(row["instruction_positive"], row["query_positive"], order),
             "positive": row["document_positive"],
-            "negative": row[negative],
+            "negative_1": row["hard_negative_document_1"],
+            "negative_2": row["hard_negative_document_2"],
         }
         for row in rows
-        for negative in ("hard_negative_document_1", "hard_negative_document_2")
     ]
 
 
@@ -93,10 +105,10 @@ def _table(rows: list[dict[str, Any]], columns: tuple[str, ...]) -> pa.Table:
     return pa.table({name: pa.array([row.get(name) for row in rows], pa.string()) for name in names})
 
 
-def write(out: Path, docs: list[dict], queries: list[dict], fmt: str, jsonl: Any) -> list[Path]:
+def write(out: Path, docs: list[dict], queries: list[dict], fmt: str, jsonl: Any, order: AnchorOrder) -> list[Path]:
     """Write ``fmt`` (infir, triplets or hf) into ``out``; ``jsonl`` writes rows as JSON lines."""
     rows = tuples(docs, queries)
-    flat = triplets(rows)
+    flat = triplets(rows, order)
     tuple_columns = ("id", *FIELDS)
     if fmt == "hf":
         written = []

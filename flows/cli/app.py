@@ -22,6 +22,7 @@ from ifsynth.schemas.errors import BudgetExhausted, IfsynthError
 from ifsynth.warehouse import audit as audit_queries
 from ifsynth.warehouse.export import FORMATS, release_for
 from ifsynth.warehouse.export import export as export_release
+from ifsynth.warehouse.export_infir import ANCHOR_ORDERS
 from ifsynth.warehouse.store import Warehouse
 
 DEFAULT_WAREHOUSE = "warehouse/ifsynth.duckdb"
@@ -294,13 +295,19 @@ def export(
         typer.Option("--format", help="beir, mteb, jsonl, parquet, infosearch; infir: also infir, triplets, hf"),
     ] = "beir",
     out_dir: Annotated[Path, typer.Option("--out", help="Directory to write.")] = Path("exports"),
+    anchor: Annotated[
+        str,
+        typer.Option(help="InF-IR triplets: the anchor's order, query-instruction (InF-Embed's) or instruction-query."),
+    ] = "query-instruction",
 ) -> None:
     """Write a run's release in a standard layout, with its dataset card."""
     if fmt not in FORMATS:
         raise typer.BadParameter(f"--format must be one of {', '.join(FORMATS)}")
+    if anchor not in ANCHOR_ORDERS:
+        raise typer.BadParameter(f"--anchor must be one of {', '.join(ANCHOR_ORDERS)}")
     with _open(ctx) as warehouse:
         release = release_for(warehouse, run_ref)
-        written = export_release(warehouse, release, fmt, out_dir)  # type: ignore[arg-type]
+        written = export_release(warehouse, release, fmt, out_dir, anchor=anchor)  # type: ignore[arg-type]
     out.print(f"release {release}: {len(written)} files written to {out_dir.resolve()} ({fmt})")
 
 

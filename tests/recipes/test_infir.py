@@ -206,6 +206,7 @@ def test_exports_carry_exactly_the_seven_fields_and_no_newline(general: dict[str
     with Warehouse(general["warehouse"], read_only=True) as wh:
         release = release_for(wh, general["run"])
         export(wh, release, "triplets", general["root"] / "triplets")
+        export(wh, release, "triplets", general["root"] / "paper-order", anchor="instruction-query")
         export(wh, release, "hf", general["root"] / "hf")
         export(wh, release, "beir", general["root"] / "beir")
         export(wh, release, "jsonl", general["root"] / "jsonl")
@@ -217,19 +218,24 @@ def test_exports_carry_exactly_the_seven_fields_and_no_newline(general: dict[str
     assert len(instances) == 3 * len(exported)
     assert {i["mode"] for i in instances} == {"positive", "negative_instruction", "negative_query"}
     triplets = rows(general["root"] / "triplets" / "triplets.jsonl")
-    assert len(triplets) == 2 * len(exported) and all(set(t) == {"anchor", "positive", "negative"} for t in triplets)
+    assert len(triplets) == len(exported), "one row per anchor: no anchor repeats in a batch"
+    assert len({t["anchor"] for t in triplets}) == len(triplets)
     first = exported[0]
     assert triplets[0] == {
-        "anchor": f"{first['instruction_positive']} {first['query_positive']}",
+        "anchor": f"{first['query_positive']} {first['instruction_positive']}",
         "positive": first["document_positive"],
-        "negative": first["hard_negative_document_1"],
-    }
-    assert triplets[1]["negative"] == first["hard_negative_document_2"]
+        "negative_1": first["hard_negative_document_1"],
+        "negative_2": first["hard_negative_document_2"],
+    }, "InF-Embed's input order by default"
+    other = rows(general["root"] / "paper-order" / "triplets.jsonl")[0]
+    assert other["anchor"] == f"{first['instruction_positive']} {first['query_positive']}"
+    card = (general["root"] / "triplets" / "README.md").read_text()
+    assert "the query then the instruction" in card and "BatchSamplers.NO_DUPLICATES" in card
     hf = general["root"] / "hf"
     front = yaml.safe_load((hf / "README.md").read_text().split("---")[1])
     assert [c["config_name"] for c in front["configs"]] == ["infir", "triplets"]
     assert pq.read_table(hf / "triplets" / "train-00000-of-00001.parquet").column_names == [
-        "anchor", "positive", "negative",
+        "anchor", "positive", "negative_1", "negative_2",
     ]  # fmt: skip
     assert pq.read_table(hf / "infir" / "train-00000-of-00001.parquet").num_rows == len(exported)
 
