@@ -118,6 +118,15 @@ CREATE TABLE IF NOT EXISTS release_qrels (
     PRIMARY KEY (release, mode, query_id, doc_id)
 );
 
+-- A reranking release's candidate pool (FollowIR's `top_ranked`): the documents a model reorders per query.
+CREATE TABLE IF NOT EXISTS release_top_ranked (
+    release  VARCHAR NOT NULL,
+    mode     VARCHAR NOT NULL,
+    query_id VARCHAR NOT NULL,
+    doc_id   VARCHAR NOT NULL,
+    PRIMARY KEY (release, mode, query_id, doc_id)
+);
+
 -- Token log-probabilities of an answer, when the request asked for them (LLM-judge metrics such as INSTFOL).
 ALTER TABLE llm_calls ADD COLUMN IF NOT EXISTS logprobs JSON;
 

@@ -36,6 +36,7 @@ class Imported:
     docs: list[dict[str, Any]] = field(default_factory=list)
     queries: list[dict[str, Any]] = field(default_factory=list)
     qrels: list[dict[str, Any]] = field(default_factory=list)
+    top_ranked: list[dict[str, Any]] = field(default_factory=list)
     missing: list[str] = field(default_factory=list)
 
     def query(self, mode: str, query_id: str, group_id: str, query: str, instruction: str, **meta: Any) -> None:
@@ -82,6 +83,7 @@ def import_release(warehouse: Warehouse, fmt: str, directory: str | Path, name: 
             "instances": len({q["query_id"] for q in imported.queries}),
             "corpus": len(imported.docs),
             "qrels": len(imported.qrels),
+            "top_ranked": len(imported.top_ranked),
         },
     }
     warehouse.write_release(
@@ -93,6 +95,7 @@ def import_release(warehouse: Warehouse, fmt: str, directory: str | Path, name: 
         docs=imported.docs,
         queries=imported.queries,
         qrels=imported.qrels,
+        top_ranked=imported.top_ranked,
     )
     return {"release": name, **card}
 
@@ -191,12 +194,37 @@ def read_infosearch(path: Path) -> Imported:
 
 
 def read_followir(path: Path) -> Imported:
-    """FollowIR's layout: queries with ``instruction_og`` and ``instruction_changed``, qrels per mode."""
+    """FollowIR's layout: queries with ``instruction_og`` and ``instruction_changed``, qrels per mode, and the
+    candidate pool to rerank (``top_ranked``) when the folder has one."""
     out = Imported(recipe="followir")
     if not (path / "queries.jsonl").exists():
         raise ImportFailed(f"`{path}` has no queries.jsonl; a FollowIR folder also holds qrels_og/, qrels_changed/")
     _merge(out, [_modes_folder(path, FOLLOWIR_MODES, dimension=None)], prefix=False)
+    out.top_ranked = _top_ranked(path, out)
     return out
+
+
+def _top_ranked(path: Path, out: Imported) -> list[dict[str, Any]]:
+    """The pool in either of its published shapes: MTEB 1.x rows ``{qid, pid}`` keyed by topic (one pool for
+    both modes), or MTEB 2 rows ``{query-id, corpus-ids}`` keyed ``<topic>-<mode>``; JSONL or Parquet, as
+    ``top_ranked.jsonl`` or files in ``top_ranked/``."""
+    folder = path / "top_ranked"
+    files = [path / "top_ranked.jsonl"] if (path / "top_ranked.jsonl").exists() else []
+    if folder.is_dir():
+        files += sorted(p for p in folder.iterdir() if p.suffix in (".jsonl", ".parquet"))
+    modes: dict[str, list[str]] = {}
+    for q in out.queries:
+        modes.setdefault(q["query_id"], []).append(q["mode"])
+    pool = []
+    for file in files:
+        rows = pq.read_table(file).to_pylist() if file.suffix == ".parquet" else _jsonl(file)
+        for row in rows:
+            qid = str(row.get("query-id", row.get("qid", "")))
+            docs = row["corpus-ids"] if "corpus-ids" in row else [row.get("corpus-id", row.get("pid"))]
+            base, _, mode = qid.rpartition("-")
+            targets = [(mode, base)] if mode in modes.get(base, ()) else [(m, qid) for m in modes.get(qid, ())]
+            pool += [{"mode": m, "query_id": q, "doc_id": str(doc)} for m, q in targets for doc in docs]
+    return pool
 
 
 def _modes_folder(path: Path, modes: tuple[str, ...], dimension: str | None) -> Imported:
@@ -341,6 +369,7 @@ def _dedupe(imported: Imported) -> None:
     imported.queries = list({(q["mode"], q["query_id"]): q for q in imported.queries}.values())
     imported.qrels = list({(r["mode"], r["query_id"], r["doc_id"]): r for r in imported.qrels}.values())
     imported.docs = list({d["doc_id"]: d for d in imported.docs}.values())
+    imported.top_ranked = list({(r["mode"], r["query_id"], r["doc_id"]): r for r in imported.top_ranked}.values())
 
 
 READERS = {

@@ -113,6 +113,7 @@ RELEASE_COLUMNS = {
     "release_docs": pa.schema(_strings("doc_id", "title", "text", "meta")),
     "release_queries": pa.schema(_strings("mode", "query_id", "group_id", "query", "instruction", "meta")),
     "release_qrels": pa.schema([*_strings("mode", "query_id", "doc_id"), ("score", pa.int32())]),
+    "release_top_ranked": pa.schema(_strings("mode", "query_id", "doc_id")),
 }
 
 
@@ -562,6 +563,10 @@ class Warehouse:
     def release_qrels(self, release: str) -> list[dict[str, Any]]:
         return self._sql("SELECT mode, query_id, doc_id, score FROM release_qrels WHERE release = ?", [release])
 
+    def release_top_ranked(self, release: str) -> list[dict[str, Any]]:
+        """The candidate pool of a reranking release, one row per (mode, query, document); none elsewhere."""
+        return self._sql("SELECT mode, query_id, doc_id FROM release_top_ranked WHERE release = ?", [release])
+
     def write_release(
         self,
         *,
@@ -573,19 +578,24 @@ class Warehouse:
         docs: Sequence[Mapping[str, Any]],
         queries: Sequence[Mapping[str, Any]],
         qrels: Sequence[Mapping[str, Any]],
+        top_ranked: Sequence[Mapping[str, Any]] = (),
     ) -> None:
         """Replace the release ``name`` in one transaction; rows as generated or imported (RELEASE_COLUMNS)."""
+        rows = {
+            "release_docs": docs,
+            "release_queries": queries,
+            "release_qrels": qrels,
+            "release_top_ranked": top_ranked,
+        }
         tables = {
-            "release_docs": pa.Table.from_pylist(list(docs), schema=RELEASE_COLUMNS["release_docs"]),
-            "release_queries": pa.Table.from_pylist(list(queries), schema=RELEASE_COLUMNS["release_queries"]),
-            "release_qrels": pa.Table.from_pylist(list(qrels), schema=RELEASE_COLUMNS["release_qrels"]),
+            table: pa.Table.from_pylist(list(data), schema=RELEASE_COLUMNS[table]) for table, data in rows.items()
         }
         self.flush()
         with self._lock:
             cursor = self._cursor()
             cursor.execute("BEGIN")
             try:
-                for table in ("releases", "release_docs", "release_queries", "release_qrels"):
+                for table in ("releases", *tables):
                     column = "name" if table == "releases" else "release"
                     cursor.execute(f"DELETE FROM {table} WHERE {column} = ?", [name])
                 cursor.execute(

@@ -416,9 +416,18 @@ def evaluate(
         Path | None, typer.Option("--run", help="Score this TREC run (qid Q0 docid rank score tag) instead.")
     ] = None,
     out_file: Annotated[
-        Path | None, typer.Option("--out", help="Where BM25 writes its run; default runs/<release>.bm25.trec.")
+        Path | None, typer.Option("--out", help="Where BM25 writes its run; default runs/<release>.bm25[-rerank].trec.")
     ] = None,
     depth: Annotated[int, typer.Option(help="Documents BM25 retrieves per query.")] = 1000,
+    rerank: Annotated[
+        bool | None,
+        typer.Option(
+            "--rerank/--no-rerank",
+            help="Rank only each query's top_ranked pool (the default when the release has one, as FollowIR's "
+            "p-MRR is defined), or the full corpus.",
+            show_default=False,
+        ),
+    ] = None,
     reference: Annotated[
         list[str] | None,
         typer.Option(
@@ -451,6 +460,7 @@ def evaluate(
             "run_file": run_file,
             "out_file": out_file,
             "depth": depth,
+            "rerank": rerank,
             "references": tuple(reference or ()),
             "instfol": instfol,
             "query_run": query_run,
@@ -468,6 +478,7 @@ def evaluate(
     for label, value in evaluation.headline(report):
         table.add_row(label, _fmt(value, 4))
     out.print(table)
+    out.print(f"setting: {report['setting']}")
     if report["queries_without_results"]:
         out.print(f"{report['queries_without_results']} queries have no result in the run (scored as 0)")
     if report["unknown_queries_in_run"]:

@@ -12,7 +12,7 @@ from pydantic import BaseModel, ConfigDict, model_validator
 from ifsynth.flows.evaluation import scoring
 from ifsynth.flows.evaluation.instfol import Judge, instfol
 from ifsynth.flows.evaluation.metrics import REFERENCES, Reference
-from ifsynth.flows.evaluation.retrieval import Run, read_run, write_run
+from ifsynth.flows.evaluation.retrieval import Run, read_run, restrict, write_run
 from ifsynth.flows.llm.route import DEFAULT_KEY_ENV, OPENAI_BASE_URL, OPENAI_DEFAULT_MODEL, api_key
 from ifsynth.schemas.errors import ConfigError
 from ifsynth.warehouse.stats import find_release
@@ -28,6 +28,7 @@ class EvaluateOptions(BaseModel):
     run_file: Path | None = None
     out_file: Path | None = None
     depth: int = 1000
+    rerank: bool | None = None
     references: tuple[str, ...] = ()
     instfol: bool = False
     query_run: Path | None = None
@@ -60,18 +61,34 @@ class EvaluateOptions(BaseModel):
 def evaluate(
     warehouse: Warehouse, release: str, options: EvaluateOptions, *, notify: Callable[[str], None] = print
 ) -> dict[str, Any]:
-    """The release's metrics over the run (and INSTFOL); ``notify`` hears where a BM25 run was written."""
+    """The release's metrics over the run (and INSTFOL); ``notify`` hears where a BM25 run was written.
+
+    A release with a candidate pool (FollowIR's ``top_ranked``) is a reranking benchmark, so by default each
+    query ranks its pool only, as p-MRR was defined; ``rerank=False`` retrieves from the full corpus."""
     name = find_release(warehouse, release)
     view = scoring.load(warehouse, name)
+    rerank = bool(view.pools) if options.rerank is None else options.rerank
+    if rerank and not view.pools:
+        raise ConfigError(
+            f"release `{name}` has no top_ranked pool to rerank; import a FollowIR folder that has one "
+            "(top_ranked.jsonl), or leave out --rerank"
+        )
     run: Run
     if options.run_file is not None:
         run, source = read_run(options.run_file), str(options.run_file)
     else:
-        run = scoring.bm25_run(warehouse, view, options.depth)
-        written = write_run(options.out_file or Path("runs") / f"{name}.bm25.trec", run, tag="ifsynth-bm25")
+        run = scoring.bm25_run(warehouse, view, options.depth, rerank=rerank)
+        default = Path("runs") / f"{name}.bm25{'-rerank' if rerank else ''}.trec"
+        written = write_run(options.out_file or default, run, tag="ifsynth-bm25")
         source = str(written)
         notify(f"BM25 run written to {written}")
-    report = {**scoring.score(view, run, list(options.references)), "run": source}
+    if rerank:
+        run = restrict(run, view.pools)
+    report = {
+        **scoring.score(view, run, list(options.references)),
+        "run": source,
+        "setting": "rerank top_ranked" if rerank else "full corpus",
+    }
     if options.instfol:
         judge = Judge(
             options.base_url or OPENAI_BASE_URL, options.judge_model or OPENAI_DEFAULT_MODEL, options.structured_output
@@ -79,7 +96,11 @@ def evaluate(
         bare = (
             read_run(options.query_run)
             if options.query_run
-            else scoring.bm25_run(warehouse, view, options.depth, instructions=False)
+            else scoring.bm25_run(warehouse, view, options.depth, instructions=False, rerank=rerank)
         )
-        report.update(instfol(warehouse, view, run, bare, judge, reference=options.reference))
+        report.update(
+            instfol(
+                warehouse, view, run, restrict(bare, view.pools) if rerank else bare, judge, reference=options.reference
+            )
+        )
     return report

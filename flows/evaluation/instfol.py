@@ -2,7 +2,9 @@
 
 The top K of a query-only run (C_q) and of the instructed run (C_inst) are graded 0..maximum by the judge
 through the gateway (cached, recorded like every call). A passage's grade is the probability-weighted mean of
-the score tokens, read from the answer's token log-probabilities (temperature 0, top 5 alternatives).
+the score tokens, read from the answer's token log-probabilities. The judge runs as the paper's text says
+(temperature 0, top_p 0.7, top 5 log-probabilities, every score token counted); ``reference="ifir"`` runs it
+as IFIR's code does (top 10, score tokens under probability 0.01 dropped).
 """
 
 from __future__ import annotations
@@ -27,7 +29,21 @@ TEMPLATE = "evaluate/instfol"
 STAGE = "instfol"
 K = 20
 MAXIMUM = 3
-TOP_LOGPROBS = 5
+
+
+@dataclass(frozen=True)
+class JudgeSettings:
+    """How the judge is sampled and its log-probabilities read."""
+
+    top_p: float
+    top_logprobs: int
+    floor: float  # score tokens under this probability are dropped before renormalising
+
+
+JUDGE_SETTINGS: dict[metrics.Reference, JudgeSettings] = {
+    "paper": JudgeSettings(top_p=0.7, top_logprobs=5, floor=0.0),
+    "ifir": JudgeSettings(top_p=0.7, top_logprobs=10, floor=0.01),
+}
 
 
 @dataclass(frozen=True)
@@ -48,7 +64,7 @@ class Judge:
         return RunConfig(recipe=recipe, seeds=f"release:{release}", model=self.model, endpoint=endpoint)
 
 
-def token_grade(reply: Reply, maximum: int) -> float | None:
+def token_grade(reply: Reply, maximum: int, floor: float = 0.0) -> float | None:
     """The weighted grade at the first answer token that spells the chosen grade; None without log-probs."""
     if reply.status != "ok" or reply.value is None or not reply.logprobs:
         return None
@@ -56,7 +72,7 @@ def token_grade(reply: Reply, maximum: int) -> float | None:
     for token in reply.logprobs:
         if token["token"].strip() == chosen:
             top = token["top_logprobs"] or [token]
-            return metrics.weighted_score(((t["token"], t["logprob"]) for t in top), maximum)
+            return metrics.weighted_score(((t["token"], t["logprob"]) for t in top), maximum, floor)
     return None
 
 
@@ -71,6 +87,7 @@ def instfol(
     maximum: int = MAXIMUM,
     reference: metrics.Reference = "paper",
 ) -> dict[str, Any]:
+    settings = JUDGE_SETTINGS[reference]
     mode = instructed_mode(view.modes)
     rows = view.queries[mode]
     lists: dict[str, tuple[list[str], list[str]]] = {}
@@ -98,12 +115,13 @@ def instfol(
             role="judge",
             temperature=0.0,
             max_tokens=16,
-            logprobs=TOP_LOGPROBS,
+            logprobs=settings.top_logprobs,
+            top_p=settings.top_p,
         )
         for qid, doc in pairs
     ]
     replies = asyncio.run(_ask(judge.config(view.name, view.recipe), warehouse, f"evaluate:{view.name}", asks))
-    grades = {pair: token_grade(reply, maximum) for pair, reply in zip(pairs, replies, strict=True)}
+    grades = {pair: token_grade(reply, maximum, settings.floor) for pair, reply in zip(pairs, replies, strict=True)}
     if pairs and all(g is None for g in grades.values()):
         failed = next((r.error for r in replies if r.error), None)
         why = f" ({failed})" if failed else "; INSTFOL needs an endpoint that returns them (OpenAI, vLLM)"
@@ -123,6 +141,9 @@ def instfol(
             "without_logprobs": sum(1 for g in grades.values() if g is None),
             "judge_model": judge.model,
             "maximum": maximum,
+            "top_p": settings.top_p,
+            "top_logprobs": settings.top_logprobs,
+            "probability_floor": settings.floor,
         },
     }
 

@@ -216,9 +216,10 @@ def _average(triples: Sequence[Triple], values: Sequence[float], reference: Refe
 # -- INSTFOL (IFIR) --------------------------------------------------------------------------------
 
 
-def weighted_score(top_logprobs: Iterable[tuple[str, float]], maximum: int, floor: float = 0.01) -> float | None:
+def weighted_score(top_logprobs: Iterable[tuple[str, float]], maximum: int, floor: float = 0.0) -> float | None:
     """The probability-weighted mean of the score tokens among a position's top log-probabilities: tokens
-    that are integers in 0..maximum with probability >= ``floor``, renormalised. None when there is none."""
+    that are integers in 0..maximum with probability >= ``floor``, renormalised. None when there is none.
+    The paper sets no floor; IFIR's code drops tokens under 0.01."""
     weights: dict[int, float] = {}
     for token, logprob in top_logprobs:
         text = token.strip()
@@ -232,8 +233,11 @@ def weighted_score(top_logprobs: Iterable[tuple[str, float]], maximum: int, floo
 
 
 def instfol_query(s_query: float, s_instructed: float, maximum: float, reference: Reference = "paper") -> float:
-    """(S_inst - S_q) / (max - S_q): the share of the possible gain that the instruction brought. When S_q is
-    already the maximum no gain is possible and the loss is scaled by the maximum. Under ``ifir`` the maximum
+    """(S_inst - S_q) / (max - S_q): the share of the possible gain that the instruction brought.
+
+    The paper leaves S_q = max undefined (a zero denominator). ifsynth's choice: no gain is possible there, so
+    the figure is the loss scaled by the maximum, (S_inst - max) / max, which is 0 when the instruction keeps
+    every passage at the maximum and -1 when it brings only 0s; the range stays [-1, 1]. Under ``ifir`` the maximum
     is fixed at 3 whatever the scale, equal means give 0, and S_q = 3 gives the raw difference."""
     if reference == "ifir":
         if s_instructed == s_query:

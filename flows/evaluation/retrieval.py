@@ -6,8 +6,9 @@ in memory and the same run read back from its file rank every document identical
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 from ifsynth.flows.evaluation.metrics import ranking
 from ifsynth.schemas.errors import ConfigError
@@ -16,9 +17,16 @@ Run = dict[str, dict[str, float]]
 DECIMALS = 6
 
 
-def bm25(docs: Sequence[tuple[str, str]], queries: Mapping[str, str], depth: int = 1000) -> Run:
+def bm25(
+    docs: Sequence[tuple[str, str]],
+    queries: Mapping[str, str],
+    depth: int = 1000,
+    pools: Mapping[str, Collection[str]] | None = None,
+) -> Run:
     """Top ``depth`` documents per query by BM25 (Lucene variant, k1 1.5, b 0.75), English stop words and
-    Snowball stemming; documents with a zero score are not retrieved."""
+    Snowball stemming; documents with a zero score are not retrieved. With ``pools`` each query reranks its
+    own candidates instead: every pooled document of the corpus gets its score (zero included, as a reranker
+    orders its whole pool), with the corpus's statistics, and a query without a pool gets nothing."""
     import bm25s
     import Stemmer
 
@@ -33,6 +41,8 @@ def bm25(docs: Sequence[tuple[str, str]], queries: Mapping[str, str], depth: int
     tokens = bm25s.tokenize(
         [queries[q] for q in qids], stopwords="en", stemmer=stemmer, return_ids=False, show_progress=False
     )
+    if pools is not None:
+        return _rerank(retriever, ids, dict(zip(qids, tokens, strict=True)), pools)
     k = min(depth, len(ids))
     run: Run = {}
     for start in range(0, len(qids), 1000):
@@ -40,6 +50,24 @@ def bm25(docs: Sequence[tuple[str, str]], queries: Mapping[str, str], depth: int
         for qid, row, row_scores in zip(qids[start : start + 1000], found, scores, strict=True):
             run[qid] = {ids[i]: round(float(s), DECIMALS) for i, s in zip(row, row_scores, strict=True) if s > 0}
     return run
+
+
+def _rerank(
+    retriever: Any, ids: list[str], tokens: Mapping[str, list[str]], pools: Mapping[str, Collection[str]]
+) -> Run:
+    index = {doc_id: i for i, doc_id in enumerate(ids)}
+    run: Run = {}
+    for qid, words in tokens.items():
+        pooled = [doc for doc in pools.get(qid, ()) if doc in index]
+        known = [word for word in words if word in retriever.vocab_dict]
+        scores = retriever.get_scores(known) if known else None
+        run[qid] = {doc: round(float(scores[index[doc]]) if scores is not None else 0.0, DECIMALS) for doc in pooled}
+    return run
+
+
+def restrict(run: Run, pools: Mapping[str, Collection[str]]) -> Run:
+    """A run reduced to each query's pool: what a reranker given that pool could have returned."""
+    return {qid: {doc: s for doc, s in scores.items() if doc in pools.get(qid, ())} for qid, scores in run.items()}
 
 
 def write_run(path: str | Path, run: Run, tag: str) -> Path:

@@ -53,6 +53,7 @@ class ReleaseView:
     missing: list[str]
     queries: dict[str, dict[str, dict[str, Any]]] = field(default_factory=dict)  # mode -> qid -> row
     qrels: dict[str, dict[str, dict[str, int]]] = field(default_factory=dict)  # mode -> qid -> doc -> score
+    pools: dict[str, set[str]] = field(default_factory=dict)  # run-file qid -> candidates (a reranking release)
 
     @property
     def modes(self) -> list[str]:
@@ -85,6 +86,8 @@ def load(warehouse: Warehouse, release: str) -> ReleaseView:
         view.queries.setdefault(row["mode"], {})[row["query_id"]] = row
     for row in warehouse.release_qrels(release):
         view.qrels.setdefault(row["mode"], {}).setdefault(row["query_id"], {})[row["doc_id"]] = row["score"]
+    for row in warehouse.release_top_ranked(release):
+        view.pools.setdefault(view.run_qid(row["mode"], row["query_id"]), set()).add(row["doc_id"])
     return view
 
 
@@ -100,16 +103,18 @@ def corpus(warehouse: Warehouse, view: ReleaseView, dimension: str | None = None
     return [(r["doc_id"], f"{r['title']} {r['text']}".strip()) for r in rows]
 
 
-def bm25_run(warehouse: Warehouse, view: ReleaseView, depth: int = 1000, instructions: bool = True) -> Run:
-    """BM25 over the release's corpus. An InfoSearch release is searched one dimension at a time, over that
-    dimension's passages, as its public benchmark is."""
+def bm25_run(
+    warehouse: Warehouse, view: ReleaseView, depth: int = 1000, instructions: bool = True, rerank: bool = False
+) -> Run:
+    """BM25 over the release's corpus, or over each query's pool when ``rerank``. An InfoSearch release is
+    searched one dimension at a time, over that dimension's passages, as its public benchmark is."""
     from ifsynth.flows.evaluation.retrieval import bm25
 
     texts, dimensions = view.texts(instructions), view.dimensions()
     run: Run = {}
     for dimension in sorted(set(dimensions.values()), key=lambda d: d or ""):
         part = {qid: text for qid, text in texts.items() if dimensions[qid] == dimension}
-        run.update(bm25(corpus(warehouse, view, dimension), part, depth))
+        run.update(bm25(corpus(warehouse, view, dimension), part, depth, view.pools if rerank else None))
     return run
 
 

@@ -21,6 +21,7 @@ class Ask:
     max_tokens: int
     sample_index: int = 0
     logprobs: int | None = None  # ask for this many top log-probabilities per answer token
+    top_p: float | None = None  # nucleus sampling; None leaves the endpoint's default (and the cache key) alone
 
 
 class Request(NamedTuple):

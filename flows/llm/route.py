@@ -126,6 +126,8 @@ class Route:
             "max_tokens": ask.max_tokens,
             "seed": seed,
         }
+        if ask.top_p is not None:
+            body["top_p"] = ask.top_p
         if ask.logprobs is not None:
             if self.local:
                 raise LogprobsUnsupported("the embedded local model returns no token log-probabilities")

@@ -114,7 +114,7 @@ def test_reference_flag_is_checked(generated: dict[str, Any], tmp_path: Path) ->
 def grader(body: dict[str, Any]) -> dict[str, Any]:
     """A judge that gives 3 to a passage written for the instance's instruction and 1 to any other."""
     assert body["response_format"]["json_schema"]["name"] == "InstructionFit3"
-    assert body["logprobs"] is True and body["top_logprobs"] == 5 and body["temperature"] == 0.0
+    assert body["logprobs"] is True and body["temperature"] == 0.0 and body["top_p"] == 0.7
     prompt = body["messages"][-1]["content"]
     return {"score": 3 if field(prompt, "Instruction") in field(prompt, "Passage") else 1}
 
@@ -128,7 +128,7 @@ def test_instfol_reads_the_judges_token_logprobs(generated: dict[str, Any]) -> N
         run, bare = evaluate.bm25_run(wh, view), evaluate.bm25_run(wh, view, instructions=False)
         judge = Judge(base_url=fake.base_url, model="judge")
         report = instfol(wh, view, run, bare, judge)
-        sent = fake.stats()["requests"]
+        sent, bodies = fake.stats()["requests"], fake.requests
         again = instfol(wh, view, run, bare, judge)
         assert fake.stats()["requests"] == sent, "a second evaluation is answered from the cache"
         texts = {d["doc_id"]: d["text"] for d in query(wh, "SELECT doc_id, text FROM release_docs")}
@@ -146,6 +146,18 @@ def test_instfol_reads_the_judges_token_logprobs(generated: dict[str, Any]) -> N
         expected.append((s_inst - s_q) / (3 - s_q))
     assert report["instfol@20"] == pytest.approx(sum(expected) / len(expected))
     assert report["instfol_detail"]["without_logprobs"] == 0 and report["instfol_detail"]["queries"] == 15
+    assert {b["top_logprobs"] for b in bodies} == {5} and report["instfol_detail"]["probability_floor"] == 0.0
+
+
+def test_instfol_ifir_reference_asks_for_ten_alternatives_and_drops_rare_tokens(generated: dict[str, Any]) -> None:
+    with FakeOpenAI(mode="responder", responder=grader) as fake, Warehouse(generated["warehouse"]) as wh:
+        view = evaluate.load(wh, generated["release"])
+        run, bare = evaluate.bm25_run(wh, view), evaluate.bm25_run(wh, view, instructions=False)
+        report = instfol(wh, view, run, bare, Judge(base_url=fake.base_url, model="judge-ifir"), reference="ifir")
+        bodies = fake.requests
+    assert bodies and {b["top_logprobs"] for b in bodies} == {10} and {b["top_p"] for b in bodies} == {0.7}
+    detail = report["instfol_detail"]
+    assert (detail["top_logprobs"], detail["probability_floor"]) == (10, 0.01)
 
 
 def test_logprobs_from_the_embedded_model_are_refused_in_one_line(generated: dict[str, Any]) -> None:

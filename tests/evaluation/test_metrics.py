@@ -170,9 +170,10 @@ def test_sicr_reference_counts_only_the_last_gold_of_a_query() -> None:
 # -- INSTFOL --------------------------------------------------------------------------------------------
 
 
-def test_weighted_score_keeps_score_tokens_above_the_floor() -> None:
+def test_weighted_score_counts_every_score_token_unless_given_a_floor() -> None:
     top = [("2", math.log(0.6)), (" 3", math.log(0.3)), ("x", math.log(0.05)), ("1", math.log(0.005)), ("7", 0.0)]
-    assert m.weighted_score(top, maximum=3) == pytest.approx((2 * 0.6 + 3 * 0.3) / 0.9)
+    assert m.weighted_score(top, maximum=3) == pytest.approx((2 * 0.6 + 3 * 0.3 + 1 * 0.005) / 0.905)
+    assert m.weighted_score(top, maximum=3, floor=0.01) == pytest.approx((2 * 0.6 + 3 * 0.3) / 0.9)
     assert m.weighted_score([("x", 0.0)], maximum=3) is None
 
 
@@ -180,7 +181,9 @@ def test_instfol_branches() -> None:
     assert m.instfol_query(1.0, 2.0, maximum=3) == pytest.approx(0.5)
     assert m.instfol_query(2.0, 1.0, maximum=3) == pytest.approx(-1.0)
     assert m.instfol_query(0.5, 1.0, maximum=1) == pytest.approx(1.0)  # a 0-1 scale normalises by 1
-    assert m.instfol_query(3.0, 2.0, maximum=3) == pytest.approx(-1 / 3)  # S_q at the maximum
+    # S_q at the maximum, where the paper's formula divides by zero: the loss over the maximum
+    assert m.instfol_query(3.0, 2.0, maximum=3) == pytest.approx(-1 / 3)
+    assert m.instfol_query(3.0, 0.0, maximum=3) == -1.0
     assert m.instfol_query(3.0, 3.0, maximum=3) == 0.0
 
 

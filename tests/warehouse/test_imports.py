@@ -178,6 +178,92 @@ def test_followir_folder(tmp_path: Path) -> None:
     assert set(report["modes"]["og"]) == {"queries", "ndcg@5", "map"} and "wise" not in report
 
 
+def followir_with_pool(root: Path) -> None:
+    """Two topics. 310: d2 drops from relevant to not, its pool (MTEB 1.x rows {qid, pid}) is d1-d3.
+    320: d4 drops, its pool comes per mode in MTEB 2's shape ({query-id, corpus-ids}, Parquet). dx is in the
+    corpus but in no pool."""
+    texts = {"d1": "storm damage", "d2": "storm policy", "d3": "flood policy", "d4": "storm insurance", "dx": "x"}
+    jsonl(root / "corpus.jsonl", [{"_id": d, "title": "", "text": t} for d, t in texts.items()])
+    jsonl(
+        root / "queries.jsonl",
+        [
+            {"_id": "310", "text": "storm", "instruction_og": "any storm text", "instruction_changed": "no policy"},
+            {"_id": "320", "text": "insurance", "instruction_og": "any", "instruction_changed": "only storms"},
+        ],
+    )
+    tsv(root / "qrels_og" / "test.tsv", [("310", "d1", 2), ("310", "d2", 1), ("310", "d3", 0), ("320", "d4", 1)])
+    tsv(root / "qrels_changed" / "test.tsv", [("310", "d1", 2), ("310", "d2", 0), ("310", "d3", 0), ("320", "d4", 0)])
+    jsonl(root / "top_ranked.jsonl", [{"qid": "310", "pid": d} for d in ("d1", "d2", "d3")])
+    (root / "top_ranked").mkdir()
+    pool = [{"query-id": f"320-{mode}", "corpus-ids": ["d4", "d1"]} for mode in ("og", "changed")]
+    pq.write_table(pa.Table.from_pylist(pool), root / "top_ranked" / "test-00000-of-00001.parquet")
+
+
+def evaluated(db: Path, *args: str) -> dict[str, Any]:
+    proc = cli("--warehouse", str(db), "evaluate", "core17", *args, "--json")
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout)
+
+
+def test_followir_rerank_scores_each_query_within_its_pool(tmp_path: Path) -> None:
+    root = tmp_path / "core17"
+    followir_with_pool(root)
+    (tmp_path / "run.trec").write_text(
+        "".join(
+            f"{q} Q0 {d} 0 {s} m\n"
+            for q, ranked in {
+                "310-og": ["dx", "d2", "d1", "d3"],
+                "310-changed": ["dx", "d1", "d3", "d2"],
+                "320-og": ["d4", "d1"],
+                "320-changed": ["d1", "dx", "d4"],
+            }.items()
+            for d, s in zip(ranked, range(9, 0, -1), strict=False)
+        )
+    )
+    db = tmp_path / "w.duckdb"
+    with Warehouse(db) as wh:
+        report = import_release(wh, "followir", root, name="core17")
+        assert report["counts"]["top_ranked"] == 3 * 2 + 2 * 2  # 310's pool serves both modes
+    scored = evaluated(db, "--run", str(tmp_path / "run.trec"))
+    # Within the pools, 310's d2 goes from rank 1 to 3: 1 - 1/3; 320's d4 from 1 to 2: 1 - 1/2.
+    assert scored["setting"] == "rerank top_ranked"
+    assert scored["p-mrr"] == pytest.approx(((1 - 1 / 3) + (1 - 1 / 2)) / 2)
+    full = evaluated(db, "--run", str(tmp_path / "run.trec"), "--no-rerank")
+    # Over the full corpus dx counts: 310's d2 goes from 2 to 4, 320's d4 from 1 to 3.
+    assert full["setting"] == "full corpus"
+    assert full["p-mrr"] == pytest.approx(((1 - 2 / 4) + (1 - 1 / 3)) / 2)
+
+
+def test_bm25_reranks_the_whole_pool_and_nothing_else(tmp_path: Path) -> None:
+    root = tmp_path / "core17"
+    followir_with_pool(root)
+    with Warehouse(tmp_path / "w.duckdb") as wh:
+        import_release(wh, "followir", root, name="core17")
+        view = evaluate.load(wh, "core17")
+        run = evaluate.bm25_run(wh, view, rerank=True)
+    assert {q: set(docs) for q, docs in run.items()} == {
+        "310-og": {"d1", "d2", "d3"}, "310-changed": {"d1", "d2", "d3"},
+        "320-og": {"d4", "d1"}, "320-changed": {"d4", "d1"},
+    }  # fmt: skip
+    assert run["310-og"]["d3"] == 0.0 < run["310-og"]["d1"]  # a pooled document without a query word stays in
+
+
+def test_rerank_without_a_pool_is_refused_in_one_line(tmp_path: Path) -> None:
+    root = tmp_path / "core17"
+    followir_with_pool(root)
+    (root / "top_ranked.jsonl").unlink()
+    for file in (root / "top_ranked").iterdir():
+        file.unlink()
+    db = tmp_path / "w.duckdb"
+    with Warehouse(db) as wh:
+        import_release(wh, "followir", root, name="core17")
+    failed = cli("--warehouse", str(db), "evaluate", "core17", "--retriever", "bm25", "--rerank")
+    assert failed.returncode != 0 and failed.stderr.startswith("error: release `core17` has no top_ranked pool")
+    assert len(failed.stderr.splitlines()) == 1
+    scored = evaluated(db, "--retriever", "bm25", "--out", str(tmp_path / "bm25.trec"))
+    assert scored["setting"] == "full corpus"
+
+
 def infir_rows(n: int) -> list[dict[str, str]]:
     return [{name: f"{name} {i}" for name in INFIR_FIELDS} for i in range(n)]
 
