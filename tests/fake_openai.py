@@ -185,11 +185,13 @@ class FakeOpenAI:
         self._counts: Counter[str] = Counter()
         self._in_flight = self._peak_in_flight = 0  # chat requests received and not yet answered
         self._bodies: list[bytes] = []  # raw, parsed on demand: keeps memory and per-request cost low
+        self._embedded: list[str] = []  # every text sent to /v1/embeddings
         self._headers: list[list[tuple[bytes, bytes]]] = []
         self._models: set[str] = set(KNOWN_MODELS)
         self._app = Starlette(
             routes=[
                 Route("/v1/models", self._list_models, methods=["GET"]),
+                Route("/v1/embeddings", self._embeddings, methods=["POST"]),
                 Route("/_stats", self._get_stats, methods=["GET"]),
                 Route("/_reset", self._post_reset, methods=["POST"]),
                 Route("/v1/files", self._upload, methods=["POST"]),
@@ -285,6 +287,7 @@ class FakeOpenAI:
             self._counts.clear()
             self._peak_in_flight = self._in_flight
             self._bodies.clear()
+            self._embedded.clear()
             self._headers.clear()
 
     @property
@@ -293,6 +296,12 @@ class FakeOpenAI:
         with self._lock:
             raw = list(self._bodies)
         return [json.loads(b) for b in raw]
+
+    @property
+    def embedded(self) -> list[str]:
+        """Texts sent to the embeddings endpoint so far, in order."""
+        with self._lock:
+            return list(self._embedded)
 
     @property
     def headers(self) -> list[dict[str, str]]:
@@ -531,6 +540,17 @@ class FakeOpenAI:
         data = [{"id": m, "object": "model", "created": 0, "owned_by": "fake-openai"} for m in models]
         return JSONResponse({"object": "list", "data": data})
 
+    async def _embeddings(self, request: Request) -> JSONResponse:
+        """Deterministic vectors: each lower-cased word adds 1 to one of EMBEDDING_DIM hashed coordinates, so
+        texts sharing words point the same way and identical texts embed identically."""
+        body = await request.json()
+        texts = [body["input"]] if isinstance(body["input"], str) else list(body["input"])
+        with self._lock:
+            self._embedded += texts
+        data = [{"object": "embedding", "index": i, "embedding": _embedding(t)} for i, t in enumerate(texts)]
+        usage = {"prompt_tokens": sum(len(t.split()) for t in texts), "total_tokens": 0}
+        return JSONResponse({"object": "list", "data": data, "model": body["model"], "usage": usage})
+
     async def _get_stats(self, request: Request) -> JSONResponse:
         return JSONResponse(self.stats())
 
@@ -637,6 +657,16 @@ def _logprobs(content: str, top: int) -> dict[str, Any]:
             spread = [(token, 1.0)]
         tokens.append({**entry(*spread[0]), "top_logprobs": [entry(t, p) for t, p in spread[:top]]})
     return {"content": tokens, "refusal": None}
+
+
+EMBEDDING_DIM = 64
+
+
+def _embedding(text: str) -> list[float]:
+    vector = [0.0] * EMBEDDING_DIM
+    for word in re.findall(r"\w+", text.lower()):
+        vector[int.from_bytes(hashlib.sha256(word.encode()).digest()[:4], "big") % EMBEDDING_DIM] += 1.0
+    return vector
 
 
 def _dump(value: Any) -> str:

@@ -563,6 +563,16 @@ class Warehouse:
     def release_qrels(self, release: str) -> list[dict[str, Any]]:
         return self._sql("SELECT mode, query_id, doc_id, score FROM release_qrels WHERE release = ?", [release])
 
+    def release_positive_pairs(self, release: str, mode: str) -> list[dict[str, Any]]:
+        """One row per (query, positive passage) of a mode: query_id, query, instruction, passage."""
+        return self._sql(
+            "SELECT q.query_id, q.query, q.instruction, d.text AS passage FROM release_queries q "
+            "JOIN release_qrels r USING (release, mode, query_id) "
+            "JOIN release_docs d ON d.release = q.release AND d.doc_id = r.doc_id "
+            "WHERE q.release = ? AND q.mode = ? AND r.score > 0 ORDER BY q.query_id, d.doc_id",
+            [release, mode],
+        )
+
     def release_top_ranked(self, release: str) -> list[dict[str, Any]]:
         """The candidate pool of a reranking release, one row per (mode, query, document); none elsewhere."""
         return self._sql("SELECT mode, query_id, doc_id FROM release_top_ranked WHERE release = ?", [release])

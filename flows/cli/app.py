@@ -18,7 +18,7 @@ import typer
 from rich.console import Console
 from rich.table import Column, Table
 
-from ifsynth.schemas.errors import BudgetExhausted, IfsynthError
+from ifsynth.schemas.errors import BudgetExhausted, ConfigError, IfsynthError
 from ifsynth.warehouse import audit as audit_queries
 from ifsynth.warehouse.export import FORMATS, release_for
 from ifsynth.warehouse.export import export as export_release
@@ -340,14 +340,29 @@ def import_(
 def stats(
     ctx: typer.Context,
     release: Annotated[str, typer.Argument(help="A release name, or a run id or name.")],
+    embed_model: Annotated[
+        str | None,
+        typer.Option(help="InF-IR's APS: embed with this model (OpenAI-compatible) instead of TF-IDF vectors."),
+    ] = None,
+    embed_base_url: Annotated[
+        str | None, typer.Option(help="The endpoint of --embed-model (default OpenAI's, with OPENAI_API_KEY).")
+    ] = None,
     as_json: JsonFlag = False,
 ) -> None:
-    """Sizes, word lengths, instruction diversity and, for generated releases, yields and cost per kept row."""
+    """Sizes, word lengths, instruction diversity and, for generated releases, yields and cost per kept row;
+    for InF-IR releases also the paper's diversity figures, APS and INGF."""
+    from ifsynth.flows.evaluation.diversity import diversity, embedder
     from ifsynth.warehouse.stats import find_release
     from ifsynth.warehouse.stats import stats as release_stats
 
+    embed = embedder(embed_model, embed_base_url)
     with _open(ctx) as warehouse:
-        report = release_stats(warehouse, find_release(warehouse, release))
+        name = find_release(warehouse, release)
+        report = release_stats(warehouse, name)
+        if report["recipe"] == "infir":
+            report["diversity"] = diversity(warehouse, name, embed)
+        elif embed_model:
+            raise ConfigError(f"APS and INGF are measured on InF-IR releases; `{name}` is {report['recipe']}")
     if as_json:
         _json(report)
         return
@@ -399,6 +414,11 @@ def _stat_rows(report: dict[str, Any]) -> list[tuple[str, str]]:
     for what, words in report["words"].items():
         rows.append((f"{what} words (mean / median)", f"{_fmt(words['mean'], 2)} / {_fmt(words['median'], 1)}"))
     rows += [(key.replace("_", " "), _fmt(report[key])) for key in ("rouge_l_within_group", "distinct_1", "distinct_2")]
+    figures = report.get("diversity")
+    if figures:
+        for name in ("aps", "ingf"):
+            rows += [(f"{name.upper()} {field}", _fmt(value)) for field, value in figures[name].items()]
+        rows.append(("diversity sample", f"{figures['sample']} of {figures['of']} ({figures['embedding']})"))
     generation = report.get("generation")
     if generation:
         rows += [(f"yield {stage}", _fmt(value)) for stage, value in generation["yield"].items()]
