@@ -215,7 +215,7 @@ def test_followir_rerank_scores_each_query_within_its_pool(tmp_path: Path) -> No
                 "310-og": ["dx", "d2", "d1", "d3"],
                 "310-changed": ["dx", "d1", "d3", "d2"],
                 "320-og": ["d4", "d1"],
-                "320-changed": ["d1", "dx", "d4"],
+                "320-changed": ["d1", "dx", "d3", "d4"],
             }.items()
             for d, s in zip(ranked, range(9, 0, -1), strict=False)
         )
@@ -229,9 +229,13 @@ def test_followir_rerank_scores_each_query_within_its_pool(tmp_path: Path) -> No
     assert scored["setting"] == "rerank top_ranked"
     assert scored["p-mrr"] == pytest.approx(((1 - 1 / 3) + (1 - 1 / 2)) / 2)
     full = evaluated(db, "--run", str(tmp_path / "run.trec"), "--no-rerank")
-    # Over the full corpus dx counts: 310's d2 goes from 2 to 4, 320's d4 from 1 to 3.
+    # Over the full corpus dx and d3 count: 310's d2 goes from 2 to 4, 320's d4 from 1 to 4.
     assert full["setting"] == "full corpus"
-    assert full["p-mrr"] == pytest.approx(((1 - 2 / 4) + (1 - 1 / 3)) / 2)
+    assert full["p-mrr"] == pytest.approx(((1 - 2 / 4) + (1 - 1 / 4)) / 2)
+    assert scored["p-mrr"] != pytest.approx(full["p-mrr"])
+    lines = (tmp_path / "run.trec").read_text().splitlines(keepends=True)
+    (tmp_path / "pooled.trec").write_text("".join(line for line in lines if " dx " not in line))
+    assert evaluated(db, "--run", str(tmp_path / "pooled.trec"))["p-mrr"] == scored["p-mrr"], "dx has no effect"
 
 
 def test_bm25_reranks_the_whole_pool_and_nothing_else(tmp_path: Path) -> None:
