@@ -98,3 +98,23 @@ class UnknownRelease(WarehouseError):
 
 class ImportFailed(WarehouseError):
     """A folder that cannot be read as the format asked for."""
+
+
+class RunInterrupted(IfsynthError):
+    """How an interrupted run reaches the command line: a clean stop, said in one line, exit 128 + signal."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__("interrupted; run the same command again to continue from where it stopped")
+        self.exit_code = 128 + signum
+
+
+class Interrupted(KeyboardInterrupt):
+    """A stop asked for by a signal (Ctrl-C, SIGTERM): the run ends ``interrupted`` and exits 128 + signal."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+    @property
+    def exit_code(self) -> int:
+        return 128 + self.signum

@@ -12,7 +12,8 @@ Decision = Literal["pass", "reject", "parse_error", "failed"]
 JudgeKind = Literal["llm", "rule", "human"]
 # A verdict's judge: its kind, named (`llm:positive`, `rule:newline`) when one stage decides an item several ways.
 Judge = Annotated[str, StringConstraints(pattern=rf"^({'|'.join(get_args(JudgeKind))})(:[a-z0-9_]+)?$")]
-RunStatus = Literal["running", "completed", "failed", "interrupted", "stopped"]
+# `died`: marked running, but no process holds the warehouse (killed with -9, the machine went down)
+RunStatus = Literal["running", "completed", "failed", "interrupted", "stopped", "died"]
 
 
 class Record(BaseModel):

@@ -10,12 +10,13 @@ from ifsynth.warehouse.store import Warehouse
 
 
 def runs(warehouse: Warehouse) -> list[dict[str, Any]]:
-    return warehouse._sql(
+    rows = warehouse._sql(
         "SELECT r.run_id, r.name, r.recipe, r.status, r.started_at, r.ended_at, "
         "(SELECT count(DISTINCT q.query_id) FROM release_queries q JOIN releases s ON q.release = s.name "
         " WHERE s.run_id = r.run_id) AS accepted "
         "FROM runs r ORDER BY r.started_at"
     )
+    return [{**row, "status": warehouse.shown_status(row["status"])} for row in rows]
 
 
 def funnel(warehouse: Warehouse, ref: str | None = None) -> dict[str, Any]:

@@ -444,7 +444,13 @@ class Warehouse:
             raise UnknownRun(ref)
         row = rows[0]
         row["config"] = json.loads(row["config"])
+        row["status"] = self.shown_status(row["status"])
         return RunRecord.model_validate(row)
+
+    def shown_status(self, status: str) -> str:
+        """A run marked running in a warehouse this process only reads has no live process: a writer would hold
+        the file, and a read-only open would have been refused. So it died (kill -9, a crash, a reboot)."""
+        return "died" if self.read_only and status == "running" else status
 
     # -- stages ------------------------------------------------------------------------------------
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import sys
 from dataclasses import dataclass
 from datetime import datetime
@@ -18,7 +19,7 @@ import typer
 from rich.console import Console
 from rich.table import Column, Table
 
-from ifsynth.schemas.errors import BudgetExhausted, ConfigError, IfsynthError
+from ifsynth.schemas.errors import BudgetExhausted, ConfigError, IfsynthError, Interrupted, RunInterrupted
 from ifsynth.warehouse import audit as audit_queries
 from ifsynth.warehouse.export import FORMATS, release_for
 from ifsynth.warehouse.export import export as export_release
@@ -60,7 +61,12 @@ def main_options(
             help="Cap on the warehouse's memory (DuckDB's buffer pool), e.g. 1GB. Default: 80% of RAM.",
         ),
     ] = None,
+    debug: Annotated[
+        bool, typer.Option("--debug", envvar="IFSYNTH_DEBUG", help="Show tracebacks and Prefect's own logs.")
+    ] = False,
 ) -> None:
+    if debug:
+        os.environ["IFSYNTH_DEBUG"] = "1"
     ctx.obj = WarehouseChoice(warehouse, memory_limit)
 
 
@@ -138,7 +144,10 @@ def _run_and_report(ctx: typer.Context, settings: Any, *, as_json: bool) -> str:
     from ifsynth.flows.run.runner import execute
 
     with RichProgress(err) as progress:
-        started = execute(settings, ctx.obj.path, progress, memory_limit=ctx.obj.memory_limit)
+        try:
+            started = execute(settings, ctx.obj.path, progress, memory_limit=ctx.obj.memory_limit)
+        except KeyboardInterrupt as exc:  # typer would turn it into a bare exit 130
+            raise RunInterrupted(exc.signum if isinstance(exc, Interrupted) else signal.SIGINT) from None
     with _open(ctx) as warehouse:
         report = audit_queries.funnel(warehouse, started.run_id)
     if as_json:
@@ -509,26 +518,39 @@ def evaluate(
 
 
 def main() -> None:
+    import click
+
     try:
-        app()
-    except IfsynthError as exc:
-        clean_stop = isinstance(exc, BudgetExhausted)  # not a failure: it says so and how to continue
-        err.print(f"{'' if clean_stop else 'error: '}{exc}", markup=False, highlight=False, soft_wrap=True)
+        # not click's standalone mode, which reports an IfsynthError as "Aborted!" or a traceback
+        code = app(standalone_mode=False)
+    except click.ClickException as exc:
+        exc.show()
         sys.exit(exc.exit_code)
-    except KeyboardInterrupt:
-        err.print("interrupted; run the same command again to continue from where it stopped")
-        sys.exit(130)
+    except click.exceptions.Abort:
+        sys.exit(1)
+    except IfsynthError as exc:
+        clean_stop = isinstance(exc, BudgetExhausted | RunInterrupted)  # not failures: each says how to continue
+        _exit_after_error(f"{'' if clean_stop else 'error: '}{exc}", exc.exit_code)
     except Exception as exc:
         if os.environ.get("IFSYNTH_DEBUG"):
             raise
         message = " ".join(str(exc).split())[:300]
-        err.print(
-            f"error: unexpected {type(exc).__name__}: {message} (IFSYNTH_DEBUG=1 shows the traceback)",
-            markup=False,
-            highlight=False,
-            soft_wrap=True,
-        )
-        sys.exit(1)
+        _exit_after_error(f"error: unexpected {type(exc).__name__}: {message} (--debug shows the traceback)", 1)
+    sys.exit(code if isinstance(code, int) else 0)
+
+
+def _exit_after_error(message: str, code: int) -> None:
+    """One line, then exit without the interpreter's teardown: an exception that stopped a run still holds
+    DuckDB objects through its frames, and their bindings report each one as leaked at shutdown (dozens of
+    lines). Everything that must be written already was, by the context managers the exception unwound."""
+    if os.environ.get("IFSYNTH_DEBUG"):
+        import traceback
+
+        traceback.print_exc()
+    err.print(message, markup=False, highlight=False, soft_wrap=True)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
 
 
 if __name__ == "__main__":

@@ -29,6 +29,9 @@ class RichProgress:
     def __exit__(self, *_: object) -> None:
         self._bars.stop()
 
+    def note(self, message: str) -> None:
+        self._bars.console.print(message, markup=False, highlight=False)
+
     def start(self, stage: str, total: int) -> None:
         if stage in self._tasks:
             self._bars.reset(self._tasks[stage], total=total)

@@ -45,7 +45,7 @@ class AdaptiveLimit:
         except asyncio.CancelledError:
             if waiter.done() and not waiter.cancelled():
                 self._release()  # woken and cancelled at once: pass the slot on
-            else:
+            elif waiter in self._waiters:  # a cancelled waiter may already have been passed over by _wake
                 self._waiters.remove(waiter)
             raise
 

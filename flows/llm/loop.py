@@ -15,6 +15,8 @@ import gc
 from collections.abc import Callable, Coroutine
 from typing import Any, TypeVar
 
+from ifsynth.schemas.errors import Interrupted
+
 try:
     import uvloop
 except ImportError:  # not on Windows
@@ -22,6 +24,31 @@ except ImportError:  # not on Windows
 
 T = TypeVar("T")
 YOUNG_THRESHOLD = 10_000
+
+
+_running: list[asyncio.Task[Any]] = []  # the main task of the loop that runs now, if one does
+_stopped_by: list[int] = []
+
+
+def stop(signum: int) -> bool:
+    """Called from a stop signal's handler: cancel the running loop's main task, so that the loop ends, its
+    requests in flight dropped, and ``run`` raises ``Interrupted``. False when no loop runs. Raising from the
+    handler instead would not work while a loop runs: it would surface in a loop callback and be logged."""
+    if not _running:
+        return False
+    _stopped_by.append(signum)
+    _running[-1].cancel()
+    return True
+
+
+async def _stoppable(main: Coroutine[Any, Any, T]) -> T:
+    task = asyncio.current_task()
+    assert task is not None
+    _running.append(task)
+    try:
+        return await main
+    finally:
+        _running.remove(task)
 
 
 def run(main: Coroutine[Any, Any, T], *, tune_gc: bool = True) -> T:
@@ -32,7 +59,11 @@ def run(main: Coroutine[Any, Any, T], *, tune_gc: bool = True) -> T:
         gc.set_threshold(max(thresholds[0], YOUNG_THRESHOLD), *thresholds[1:])
     try:
         with asyncio.Runner(loop_factory=factory) as runner:
-            return runner.run(main)
+            return runner.run(_stoppable(main))
+    except asyncio.CancelledError:
+        if _stopped_by:
+            raise Interrupted(_stopped_by.pop()) from None
+        raise
     finally:
         if tune_gc:
             gc.set_threshold(*thresholds)

@@ -26,6 +26,8 @@ from ifsynth.warehouse.store import Warehouse
 
 
 class Progress(Protocol):
+    def note(self, message: str) -> None: ...
+
     def start(self, stage: str, total: int) -> None: ...
 
     def advance(self, stage: str, n: int = 1) -> None: ...
@@ -34,6 +36,9 @@ class Progress(Protocol):
 
 
 class NoProgress:
+    def note(self, message: str) -> None:
+        pass
+
     def start(self, stage: str, total: int) -> None:
         pass
 

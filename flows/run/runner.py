@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import secrets
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from importlib.metadata import version
@@ -11,8 +12,10 @@ from pathlib import Path
 
 from ifsynth.flows.llm.limits import Budget
 from ifsynth.flows.llm.route import endpoint_summaries
-from ifsynth.flows.run.context import Progress, RunContext, activate, deactivate, recorded
+from ifsynth.flows.run.context import NoProgress, Progress, RunContext, activate, deactivate, recorded
+from ifsynth.flows.run.prefect_api import prefect_api
 from ifsynth.flows.run.registry import recipe
+from ifsynth.flows.run.signals import stoppable
 from ifsynth.flows.seeds import open_source
 from ifsynth.prompts.registry import Prompts
 from ifsynth.schemas.config import RunConfig
@@ -30,7 +33,8 @@ PREFECT_DEFAULTS = {
     "PREFECT_TASKS_DEFAULT_NO_CACHE": "true",
     "PREFECT_RESULTS_PERSIST_BY_DEFAULT": "false",
     "PREFECT_SERVER_SERVICES_TASK_RUN_RECORDER_ENABLED": "false",
-    "PREFECT_LOGGING_LEVEL": "WARNING",
+    # ifsynth reports every failure in one line itself; Prefect's crash reports and tracebacks come with --debug
+    "PREFECT_LOGGING_LEVEL": "INFO" if os.environ.get("IFSYNTH_DEBUG") else "CRITICAL",
 }
 
 
@@ -78,7 +82,19 @@ def execute(
     for key, value in PREFECT_DEFAULTS.items():
         os.environ.setdefault(key, value)
     flow = chosen.flow()
+    with stoppable(), prefect_api((progress or NoProgress()).note):
+        return _drive(flow, config, prompts, templates, warehouse_path, progress, memory_limit)
 
+
+def _drive(
+    flow: Callable[..., list[StageCounts]],
+    config: RunConfig,
+    prompts: Prompts,
+    templates: list[str],
+    warehouse_path: str | Path,
+    progress: Progress | None,
+    memory_limit: str | None,
+) -> Started:
     with Warehouse(warehouse_path, memory_limit=memory_limit) as warehouse:
         print_ = fingerprint(config, prompts, templates)
         run_id = warehouse.resumable_run(print_)

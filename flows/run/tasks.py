@@ -10,6 +10,7 @@ from prefect import task
 
 from ifsynth.flows.run.context import attach, context
 from ifsynth.flows.run.registry import recipe
+from ifsynth.flows.run.signals import stoppable
 from ifsynth.schemas.records import StageCounts
 
 
@@ -23,6 +24,6 @@ def run_stage(run_id: str, order: int) -> StageCounts:
 def run_stages(run_id: str, warehouse: str) -> list[StageCounts]:
     """Every stage of the run's recipe, in list order, one task each; in a process that did not start the
     run, its context is rebuilt from ``warehouse`` first."""
-    with attach(run_id, warehouse) as ctx:
+    with stoppable(), attach(run_id, warehouse) as ctx:
         stages = recipe(ctx.recipe).stages(ctx.params)
         return [run_stage.with_options(name=stage.name)(run_id, order) for order, stage in enumerate(stages, 1)]

@@ -160,7 +160,7 @@ def test_killed_run_resumes_within_the_concurrency_bound(
         child = subprocess.Popen(
             [sys.executable, "-m", "ifsynth.flows.cli", *run_args(server, warehouse)],
             cwd=REPO,
-            env=os.environ.copy(),
+            env={k: v for k, v in os.environ.items() if k != "PREFECT_API_URL"},  # with a server of its own
             stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE,
             start_new_session=True,
@@ -174,6 +174,12 @@ def test_killed_run_resumes_within_the_concurrency_bound(
         child.wait()
         killed_at = server.stats()["requests"]
         assert killed_at < first["requests"]
+        deadline = time.monotonic() + 5
+        while prefect_servers_of(child.pid) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert prefect_servers_of(child.pid) == [], "the run's Prefect server does not outlive it"
+        shown = as_json(cli("--warehouse", str(warehouse), "runs", "--json"))
+        assert [r["status"] for r in shown] == ["died"]
         resumed = ok(cli(*run_args(server, warehouse)))
     finally:
         server.configure(latency=0.01)
@@ -181,6 +187,63 @@ def test_killed_run_resumes_within_the_concurrency_bound(
     assert server.stats()["requests"] <= first["requests"] + CONCURRENCY
     runs = as_json(cli("--warehouse", str(warehouse), "runs", "--json"))
     assert [r["status"] for r in runs] == ["completed"]
+    out = tmp_path / "beir"
+    ok(cli("--warehouse", str(warehouse), "export", "--format", "beir", "--out", str(out)))
+    assert files(out) == files(first["root"] / "beir")
+
+
+def prefect_servers_of(pid: int) -> list[int]:
+    """Processes of the temporary Prefect server that the run ``pid`` started (its command line names it)."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        try:
+            argv = (proc / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if b"ifsynth.flows.run.prefect_api" in argv and str(pid).encode() in argv:
+            found.append(int(proc.name))
+    return found
+
+
+@pytest.mark.parametrize("signum, to_group, code", [
+    (signal.SIGINT, True, 130),  # a terminal's Ctrl-C reaches the whole process group
+    (signal.SIGTERM, False, 143),
+])  # fmt: skip
+def test_a_stop_signal_interrupts_the_run_and_the_same_command_finishes_it(
+    server: FakeOpenAI, first: dict[str, Any], tmp_path: Path, signum: int, to_group: bool, code: int
+) -> None:
+    warehouse = tmp_path / "w.duckdb"
+    env = {k: v for k, v in os.environ.items() if k != "PREFECT_API_URL"}  # the run starts its own server
+    server.reset()
+    server.configure(latency=0.3)
+    try:
+        child = subprocess.Popen(
+            [sys.executable, "-m", "ifsynth.flows.cli", *run_args(server, warehouse)],
+            cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, start_new_session=True,
+        )  # fmt: skip
+        deadline = time.monotonic() + 120
+        while server.stats()["requests"] < 20:
+            assert child.poll() is None, child.stderr.read() if child.stderr else ""
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        assert prefect_servers_of(child.pid), "the run talks to a temporary server of its own"
+        (os.killpg if to_group else os.kill)(child.pid, signum)
+        stopped_at = time.monotonic()
+        _, stderr = child.communicate(timeout=10)
+        assert time.monotonic() - stopped_at < 10 and child.returncode == code
+        sent = server.stats()["requests"]
+        time.sleep(1)
+        assert server.stats()["requests"] == sent, "no request after the exit"
+    finally:
+        server.configure(latency=0.01)
+    lines = stderr.strip().splitlines()
+    assert lines[0] == "starting Prefect's temporary API server"
+    assert lines[-1] == "interrupted; run the same command again to continue from where it stopped"
+    assert "Traceback" not in stderr and "leaked" not in stderr and "Crash" not in stderr
+    assert prefect_servers_of(child.pid) == []
+    runs = as_json(cli("--warehouse", str(warehouse), "runs", "--json"))
+    assert [r["status"] for r in runs] == ["interrupted"]
+    assert "continued run" in ok(cli(*run_args(server, warehouse))).stdout
     out = tmp_path / "beir"
     ok(cli("--warehouse", str(warehouse), "export", "--format", "beir", "--out", str(out)))
     assert files(out) == files(first["root"] / "beir")

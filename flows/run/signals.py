@@ -1,0 +1,49 @@
+"""How a run stops on SIGINT (a terminal's Ctrl-C) and SIGTERM (``kill``, ``timeout``, a scheduler).
+
+The first signal stops the run: a stage's event loop, if one runs, is cancelled (``flows.llm.loop.stop``),
+so the requests in flight are dropped and no new one is sent; outside a loop the handler raises
+``Interrupted`` at once. Answers already received stay in the warehouse and the run is recorded
+``interrupted``. A second signal exits at once, for a user who will not wait.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+from collections.abc import Iterator
+from contextlib import contextmanager
+from types import FrameType
+
+from ifsynth.flows.llm import loop
+from ifsynth.schemas.errors import Interrupted
+
+SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+
+_received: list[int] = []  # shared by nested blocks: the second signal exits whichever handler gets it
+
+
+def _handle(signum: int, _: FrameType | None) -> None:
+    if _received:
+        os._exit(128 + signum)
+    _received.append(signum)
+    if not loop.stop(signum):
+        raise Interrupted(signum)
+
+
+@contextmanager
+def stoppable() -> Iterator[None]:
+    """Within the block SIGINT and SIGTERM stop the run as described above; the handlers are restored after.
+
+    The runner opens one block around the whole run, and the flow opens another inside Prefect's flow engine,
+    which installs its own SIGTERM handler (raising ``TerminationSignal``, which a stage's event loop would
+    log and ignore)."""
+    outermost = not any(signal.getsignal(s) is _handle for s in SIGNALS)
+    if outermost:
+        _received.clear()
+    previous = {signum: signal.signal(signum, _handle) for signum in SIGNALS}
+    try:
+        yield
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
