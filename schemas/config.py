@@ -15,6 +15,10 @@ class Config(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
+# A run's or a release's name: it becomes part of file names (evaluate's run files), so no path in it.
+NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$"
+
+
 class Endpoint(Config):
     """An OpenAI-compatible server. The key is read from the environment variable named here, never stored."""
 
@@ -27,6 +31,7 @@ class Endpoint(Config):
     concurrency: int = Field(16, ge=1, description="upper bound of requests in flight; cut on 429 bursts")
     timeout: float = Field(120.0, gt=0, description="seconds per attempt")
     max_attempts: int = Field(6, ge=1, description="attempts per request on 429, 5xx, timeouts")
+    deadline: float = Field(300.0, gt=0, description="seconds a request may take, all its attempts and waits")
     rpm: int | None = Field(None, ge=1, description="requests per minute at most; x-ratelimit-* headers may lower it")
     tpm: int | None = Field(None, ge=1, description="tokens per minute at most; x-ratelimit-* headers may lower it")
 
@@ -44,7 +49,9 @@ class RunConfig(Config):
     recipe: str
     seeds: str
     limit: int | None = Field(None, ge=1)
-    name: str | None = None
+    name: str | None = Field(
+        None, pattern=NAME_PATTERN, description="letters, digits, '.', '_' and '-': it names files and folders"
+    )
     model: str
     judge_model: str | None = None
     endpoint: Endpoint
@@ -56,6 +63,9 @@ class RunConfig(Config):
     max_cost: float | None = Field(None, gt=0, description="US dollars this invocation may spend, from `prices`")
     batch: bool = Field(False, description="send uncached requests through the OpenAI Batch API, stage by stage")
     batch_poll_seconds: float = Field(30.0, gt=0, description="seconds between polls of a pending batch")
+    max_failure_share: float = Field(
+        0.05, ge=0, le=1, description="a run whose failed requests exceed this share of its asks ends failed"
+    )
 
     def endpoint_for(self, role: Role) -> Endpoint:
         return self.judge_endpoint or self.endpoint if role == "judge" else self.endpoint

@@ -57,6 +57,19 @@ class BudgetExhausted(IfsynthError):
     exit_code = 3
 
 
+class EndpointDown(IfsynthError):
+    """An endpoint that cannot serve the run (refused, unauthorised, unknown model, every request rejected):
+    the run stops early instead of failing request after request."""
+
+    exit_code = 4
+
+
+class RunFailed(IfsynthError):
+    """A run that ended with more failed requests than it may have (``max_failure_share``)."""
+
+    exit_code = 5
+
+
 class BatchFailed(IfsynthError):
     """The endpoint ended a batch without answers."""
 

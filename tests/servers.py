@@ -8,11 +8,14 @@ runs many jobs does.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
+import http.server
 import os
 import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import urllib.request
 from collections.abc import Iterator
@@ -61,3 +64,38 @@ def prefect_server() -> Iterator[dict[str, str]]:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(process.pid, 15)
             process.wait(timeout=30)
+
+
+@contextlib.contextmanager
+def fixed_reply(status: int, body: bytes = b"", headers: dict[str, str] | None = None) -> Iterator[FixedReply]:
+    """An endpoint that answers every request with the same raw reply (a 401, an HTML 502, a gzip bomb ...),
+    counting the requests it got."""
+    hits: list[str] = []
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            self.rfile.read(int(self.headers.get("content-length") or 0))
+            hits.append(self.path)
+            self.send_response(status)
+            for name, value in {"content-length": str(len(body)), **(headers or {})}.items():
+                self.send_header(name, value)
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *_: Any) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield FixedReply(f"http://127.0.0.1:{server.server_address[1]}/v1", hits)
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+@dataclasses.dataclass
+class FixedReply:
+    base_url: str
+    hits: list[str]

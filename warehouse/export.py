@@ -5,7 +5,10 @@ byte-identical files."""
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable, Sequence
+import shutil
+import tempfile
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Literal
 
@@ -41,8 +44,13 @@ def export(
     out: str | Path,
     *,
     anchor: export_infir.AnchorOrder = "query-instruction",
+    overwrite: bool = False,
 ) -> list[Path]:
-    """Write ``release`` as ``fmt`` into ``out``; ``anchor`` orders an InF-IR triplet's anchor."""
+    """Write ``release`` as ``fmt`` into ``out``; ``anchor`` orders an InF-IR triplet's anchor.
+
+    The files are written into a hidden sibling folder and renamed into place at the end, so an export that
+    is killed leaves the previous one (or none), never a mix. A folder that already holds files is replaced
+    only with ``overwrite``."""
     meta = warehouse._sql("SELECT * FROM releases WHERE name = ?", [release])
     if not meta:
         raise UnknownRelease(release)
@@ -51,7 +59,40 @@ def export(
     if fmt in export_infir.FORMATS and recipe != export_infir.RECIPE:
         raise WarehouseError(f"--format {fmt} is for infir releases; release {release} is {recipe}")
     out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
+    if out.exists() and not out.is_dir():
+        raise WarehouseError(f"`{out}` is a file; give a folder to export into")
+    if out.is_dir() and any(out.iterdir()) and not overwrite:
+        raise WarehouseError(f"`{out}` already holds files; pass --overwrite to replace them, or another --out")
+    with _staged(out) as staging:
+        written = _write(warehouse, release, fmt, staging, card, anchor)
+    return [out / path.relative_to(staging) for path in written]
+
+
+@contextmanager
+def _staged(out: Path) -> Iterator[Path]:
+    """A fresh folder beside ``out`` that replaces it when the block ends without an error."""
+    out.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".partial", dir=out.parent))
+    try:
+        yield staging
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    old = out.with_name(f"{staging.name[: -len('.partial')]}.old")
+    if out.exists():
+        out.rename(old)
+    staging.rename(out)
+    shutil.rmtree(old, ignore_errors=True)
+
+
+def _write(
+    warehouse: Warehouse,
+    release: str,
+    fmt: Format,
+    out: Path,
+    card: dict[str, Any],
+    anchor: export_infir.AnchorOrder,
+) -> list[Path]:
     docs = warehouse._sql(
         "SELECT doc_id, title, text, meta FROM release_docs WHERE release = ? ORDER BY doc_id", [release]
     )
@@ -66,6 +107,11 @@ def export(
         f"WHERE r.release = ? {_QUERY_ORDER}, r.doc_id",
         [release],
     )
+    if not queries:
+        raise WarehouseError(
+            f"release {release} is empty: no query was kept, so there is nothing to export "
+            "(`ifsynth funnel` shows where the items went)"
+        )
     if fmt == "infosearch":
         from ifsynth.warehouse.export_infosearch import write_infosearch  # it builds on this module's writers
 

@@ -18,6 +18,7 @@ from typing import Any
 
 import pyarrow.parquet as pq
 
+from ifsynth.schemas.config import NAME_PATTERN
 from ifsynth.schemas.errors import ImportFailed
 from ifsynth.schemas.infir import FIELDS, MODES
 from ifsynth.schemas.modes import FOLLOWIR_MODES, INFOSEARCH_MODES, INSTRUCTED, ORIGINAL
@@ -63,6 +64,8 @@ def import_release(warehouse: Warehouse, fmt: str, directory: str | Path, name: 
     if not path.exists():
         raise ImportFailed(f"no file or folder `{path}`; give the folder of a {fmt} release")
     name = name or path.resolve().name
+    if not re.match(NAME_PATTERN, name):
+        raise ImportFailed(f"release name `{name}` may hold letters, digits, '.', '_' and '-' only; pass --name")
     if warehouse._sql("SELECT 1 FROM releases WHERE name = ?", [name]):
         raise ImportFailed(f"a release named `{name}` already exists; pass --name with another name")
     try:

@@ -425,6 +425,16 @@ class Warehouse:
         rows = self._sql("SELECT run_id FROM runs WHERE name = ? AND fingerprint <> ?", [name, fingerprint])
         return rows[0]["run_id"] if rows else None
 
+    def common_call_error(self, run_id: str) -> str | None:
+        """The error the run's failed calls gave most often, with its count."""
+        self.flush()
+        rows = self._sql(
+            "SELECT error, count(*) AS n FROM llm_calls WHERE run_id = ? AND error IS NOT NULL "
+            "GROUP BY error ORDER BY n DESC, error LIMIT 1",
+            [run_id],
+        )
+        return f"{rows[0]['error'][:200]} (x{rows[0]['n']})" if rows else None
+
     def finish_run(self, run_id: str, status: str, error: str | None = None) -> None:
         self.flush()
         self._execute(

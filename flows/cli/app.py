@@ -174,7 +174,7 @@ def demo(
     out.print("  (a 135M model writes weak text: this shows the pipeline working, not benchmark-quality data)")
     run_id = _run_and_report(ctx, settings, as_json=False)
     with _open(ctx) as warehouse:
-        written = export_release(warehouse, release_for(warehouse, run_id), "beir", out_dir)
+        written = export_release(warehouse, release_for(warehouse, run_id), "beir", out_dir, overwrite=True)
     out.print(f"export: {len(written)} files written to [bold]{out_dir.resolve()}[/bold] (BEIR layout)")
 
 
@@ -308,6 +308,7 @@ def export(
         str,
         typer.Option(help="InF-IR triplets: the anchor's order, query-instruction (InF-Embed's) or instruction-query."),
     ] = "query-instruction",
+    overwrite: Annotated[bool, typer.Option("--overwrite", help="Replace what the --out folder holds.")] = False,
 ) -> None:
     """Write a run's release in a standard layout, with its dataset card."""
     if fmt not in FORMATS:
@@ -316,7 +317,14 @@ def export(
         raise typer.BadParameter(f"--anchor must be one of {', '.join(ANCHOR_ORDERS)}")
     with _open(ctx) as warehouse:
         release = release_for(warehouse, run_ref)
-        written = export_release(warehouse, release, fmt, out_dir, anchor=anchor)  # type: ignore[arg-type]
+        written = export_release(
+            warehouse,
+            release,
+            fmt,  # type: ignore[arg-type]
+            out_dir,
+            anchor=anchor,  # type: ignore[arg-type]
+            overwrite=overwrite,
+        )
     out.print(f"release {release}: {len(written)} files written to {out_dir.resolve()} ({fmt})")
 
 

@@ -22,6 +22,7 @@ class Completion(NamedTuple):
     prompt_tokens: int | None
     completion_tokens: int | None
     logprobs: list[dict[str, Any]] | None
+    is_completion: bool = True  # False: the body was not a chat completion, kept as text
 
 
 def parse_answer(text: str | None, schema: type[Answer]) -> Answer:
@@ -81,7 +82,7 @@ def decode_completion(content: bytes) -> Completion:
     try:
         return completion_of(json.loads(content))
     except (ValueError, AttributeError, TypeError, IndexError):
-        return Completion(content.decode("utf-8", "replace"), None, None, None, None)
+        return Completion(content.decode("utf-8", "replace"), None, None, None, None, is_completion=False)
 
 
 def call_cost(

@@ -17,16 +17,16 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import openai
-from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt
+from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt, stop_before_delay
 
 from ifsynth.flows.llm import batch
 from ifsynth.flows.llm.answers import call_cost, decode_completion, parse_answer
 from ifsynth.flows.llm.limits import Budget
 from ifsynth.flows.llm.requests import Ask, Reply, Request
-from ifsynth.flows.llm.retry import Backoff, is_transient, pause
+from ifsynth.flows.llm.retry import Backoff, is_transient, pause, retry_after
 from ifsynth.flows.llm.route import Route
 from ifsynth.schemas.config import Endpoint, Role, RunConfig
-from ifsynth.schemas.errors import BudgetExhausted
+from ifsynth.schemas.errors import BudgetExhausted, EndpointDown
 from ifsynth.schemas.records import CallRecord
 from ifsynth.warehouse.keys import cache_key, canonical_request
 from ifsynth.warehouse.store import Warehouse
@@ -34,15 +34,25 @@ from ifsynth.warehouse.store import Warehouse
 MAX_REASKS = 2
 CHUNK, MAX_CHUNK = 256, 4096  # asks looked up in the cache at a time, first and at most (see Gateway.ask_many)
 SLICE = 32  # asks keyed, or started, before the event loop is given back
+NOTICE_WAIT = 5.0  # seconds of Retry-After worth a line on the progress display
 
 
 class Gateway:
     """Answers asks for one run, one stage at a time; open it with ``async with``."""
 
     def __init__(
-        self, config: RunConfig, warehouse: Warehouse, run_id: str, *, seed: int = 0, budget: Budget | None = None
+        self,
+        config: RunConfig,
+        warehouse: Warehouse,
+        run_id: str,
+        *,
+        seed: int = 0,
+        budget: Budget | None = None,
+        notify: Callable[[str], None] = lambda _: None,
     ) -> None:
         self.config = config
+        self.notify = notify
+        self._quiet_until = 0.0
         self.warehouse = warehouse
         self.run_id = run_id
         self.seed = seed
@@ -80,7 +90,7 @@ class Gateway:
         warehouse whatever the number of keys. Lookups run in a worker thread: DuckDB scans without the GIL,
         so answers keep being handled meanwhile. In batch mode the whole page is prepared first: its uncached
         requests go out as one batch."""
-        stopped: list[BudgetExhausted] = []
+        stopped: list[BudgetExhausted | EndpointDown] = []
         size = len(asks) if self.config.batch else CHUNK
         bound = max(route.limit.maximum for route in self._routes.values())
         low = bound  # the next chunk is prepared once at most this many asks are outstanding
@@ -94,6 +104,11 @@ class Gateway:
             except BudgetExhausted as exc:
                 stopped.append(exc)  # the others finish what they reserved: those answers land in the cache
                 return None
+            except EndpointDown as exc:
+                stopped.append(exc)
+                for task in tasks:  # nothing more to wait for: the endpoint cannot answer them
+                    task.cancel()
+                return None
             finally:
                 outstanding -= 1
                 if outstanding <= low:
@@ -104,7 +119,7 @@ class Gateway:
 
         tasks: list[asyncio.Future[Reply | None]] = []
         start = 0
-        while start < len(asks):
+        while start < len(asks) and not stopped:
             if outstanding > low:
                 room.clear()
                 await room.wait()
@@ -127,9 +142,12 @@ class Gateway:
                 pairs = zip(part[at : at + SLICE], first[at : at + SLICE], strict=True)
                 tasks += [asyncio.ensure_future(one(ask, request, cache)) for ask, request in pairs]
                 await asyncio.sleep(0)  # let these requests go out
-        replies = await asyncio.gather(*tasks)
+        replies = await asyncio.gather(*tasks, return_exceptions=True)
         if stopped:
-            raise stopped[0]
+            raise next((e for e in stopped if isinstance(e, EndpointDown)), stopped[0])
+        for reply in replies:
+            if isinstance(reply, BaseException):
+                raise reply
         return [reply for reply in replies if reply is not None]
 
     def _request(self, ask: Ask, messages: list[dict[str, str]], reask: int) -> Request:
@@ -188,16 +206,23 @@ class Gateway:
         key, body = request.key, request.body
         payload = canonical_request(body)  # serialized once: sent, stored and journalled as is
         attempts = 1
+        began = time.monotonic()
         try:
             try:
                 return (*await self._attempt(stage, ask, key, body, payload, route, attempts), attempts)
             except (openai.APIStatusError, openai.APIConnectionError) as exc:
                 if not is_transient(exc) or route.endpoint.max_attempts == 1:
                     raise
-                await asyncio.sleep(pause(exc, attempts))
+                wait = pause(exc, attempts)
+                if time.monotonic() - began + wait > route.endpoint.deadline:
+                    raise
+                self._say_wait(route, exc, wait)
+                await asyncio.sleep(wait)
+            remaining = route.endpoint.deadline - (time.monotonic() - began)
             async for attempt in AsyncRetrying(
-                stop=stop_after_attempt(route.endpoint.max_attempts - 1),
+                stop=stop_after_attempt(route.endpoint.max_attempts - 1) | stop_before_delay(remaining),
                 wait=Backoff(before=1),
+                before_sleep=lambda state: self._say_wait(route, state.outcome.exception(), state.upcoming_sleep),
                 retry=retry_if_exception(is_transient),
                 reraise=True,
             ):
@@ -225,6 +250,7 @@ class Gateway:
             "request": body,
             "attempt": attempt,
         }
+        route.breaker.check()
         estimate = len(payload) / 4  # prompt tokens, roughly: what rate limits and budgets reserve up front
         reserved = 0.0
         if self.budget is not None:
@@ -251,11 +277,13 @@ class Gateway:
                     ),
                     request_json=payload,
                 )
+                route.breaker.failed(exc)
                 raise
             latency = (time.perf_counter() - started) * 1000
         route.limit.succeeded()
         route.rate.observe(raw.headers)
-        text, finish, prompt_tokens, completion_tokens, logprobs = decode_completion(raw.content)
+        completion = decode_completion(raw.content)
+        text, finish, prompt_tokens, completion_tokens, logprobs, _ = completion
         cost = self._cost(body["model"], prompt_tokens, completion_tokens)
         if self.budget is not None:
             self.budget.settle(reserved, cost)
@@ -273,7 +301,15 @@ class Gateway:
             ),
             request_json=payload,
         )
+        route.breaker.succeeded(completion.is_completion)
         return text, finish, logprobs
+
+    def _say_wait(self, route: Route, exc: BaseException | None, seconds: float) -> None:
+        """A long wait the server asked for is said on the progress line, once per stretch of waiting."""
+        now = time.monotonic()
+        if seconds >= NOTICE_WAIT and retry_after(exc) is not None and now >= self._quiet_until:
+            self._quiet_until = now + seconds
+            self.notify(f"{route.base_url} asked to wait {seconds:.0f} s before retrying (Retry-After); waiting")
 
     def _cost(self, model: str, prompt_tokens: int | None, completion_tokens: int | None) -> float | None:
         return call_cost(self.config.prices, model, prompt_tokens, completion_tokens)

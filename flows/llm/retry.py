@@ -1,7 +1,9 @@
 """The one place that decides whether a failed attempt is tried again, and after how long.
 
 Connection trouble, timeouts, 408, 409, 429 and 5xx are transient; every other 4xx is the request's own
-fault and is never retried. The server's ``Retry-After`` (or ``retry-after-ms``) wins over backoff, capped.
+fault and is never retried, nor is a reply ifsynth refuses to read (``ReplyRejected``). The server's
+``Retry-After`` (or ``retry-after-ms``) wins over backoff, capped at a minute: a server asking for more is
+overloaded for longer than one request should wait, and the request's deadline decides.
 """
 
 from __future__ import annotations
@@ -13,15 +15,32 @@ from typing import Any
 
 import openai
 
-MAX_RETRY_AFTER = 120.0
+MAX_RETRY_AFTER = 60.0
 MAX_BACKOFF = 20.0
 RETRY_STATUSES = {408, 409, 429}
 
 
+class ReplyRejected(Exception):
+    """A reply refused before it is read: compressed against our ``Accept-Encoding: identity``, or larger than
+    any answer can be. Raised by the client's response hook, it reaches the gateway as the cause of the SDK's
+    connection error."""
+
+
+def rejected(exc: BaseException) -> ReplyRejected | None:
+    """The refusal behind an exception, if there is one."""
+    cause: BaseException | None = exc
+    while cause is not None:
+        if isinstance(cause, ReplyRejected):
+            return cause
+        cause = cause.__cause__ or cause.__context__
+    return None
+
+
 def is_transient(exc: BaseException) -> bool:
-    """The single retry decision: connection trouble, timeouts, 408/409/429 and 5xx; never other 4xx."""
+    """The single retry decision: connection trouble, timeouts, 408/409/429 and 5xx; never other 4xx, nor a
+    refused reply."""
     if isinstance(exc, openai.APIConnectionError):  # includes APITimeoutError
-        return True
+        return rejected(exc) is None
     if isinstance(exc, openai.APIStatusError):
         return exc.status_code in RETRY_STATUSES or exc.status_code >= 500
     return False

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import AsyncIterator
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
@@ -17,9 +18,11 @@ import aiohttp
 import httpx2
 import openai
 
+from ifsynth.flows.llm.breaker import Breaker
 from ifsynth.flows.llm.limits import AdaptiveLimit, RateLimit
 from ifsynth.flows.llm.local_model import LOCAL_BASE_URL, LocalModelTransport
 from ifsynth.flows.llm.requests import Ask
+from ifsynth.flows.llm.retry import ReplyRejected
 from ifsynth.schemas.answers import Answer, strict_schema
 from ifsynth.schemas.config import Endpoint, RunConfig
 from ifsynth.schemas.errors import LogprobsUnsupported
@@ -29,6 +32,7 @@ STRICT_SUBSET_HOSTS = ("openai.com", "openai.azure.com")
 OPENAI_BASE_URL = "https://api.openai.com/v1"
 OPENAI_DEFAULT_MODEL = "gpt-4o-mini"
 DEFAULT_KEY_ENV = "OPENAI_API_KEY"
+MAX_REPLY_BYTES = 16 * 1024 * 1024  # far above any chat completion with max_tokens set
 
 
 def api_key(variable: str) -> str | None:
@@ -68,6 +72,7 @@ class Route:
         host = urlsplit(endpoint.base_url).hostname or ""
         self.string_lengths = not host.endswith(STRICT_SUBSET_HOSTS)
         self.local = endpoint.base_url == LOCAL_BASE_URL
+        self.breaker = Breaker(self.base_url, endpoint.api_key_env)
         self._schemas: dict[type[Answer], dict[str, Any]] = {}
         self._client: openai.AsyncOpenAI | None = None
 
@@ -80,7 +85,10 @@ class Route:
             else:
                 connections = self.endpoint.concurrency
                 http_client = openai.DefaultAioHttpClient(
-                    limits=httpx2.Limits(max_connections=connections, max_keepalive_connections=connections)
+                    limits=httpx2.Limits(max_connections=connections, max_keepalive_connections=connections),
+                    follow_redirects=False,  # a redirected POST loses its body; the breaker names the target
+                    headers={"Accept-Encoding": "identity"},
+                    event_hooks={"response": [_guard]},
                 )
             self._client = openai.AsyncOpenAI(
                 base_url=self.endpoint.base_url,
@@ -104,6 +112,9 @@ class Route:
                 raise
             # the aiohttp transport maps every connection failure to a connect *timeout*; say what happened
             raise openai.APIConnectionError(message=f"Connection error: {refused}", request=exc.request) from exc
+        except ReplyRejected as exc:  # raised by _guard, past the SDK's own error mapping
+            request = httpx2.Request("POST", f"{self.base_url}/chat/completions")
+            raise openai.APIConnectionError(message=f"Reply refused: {exc}", request=request) from exc
 
     async def close(self) -> None:
         if self._client is not None:
@@ -148,6 +159,35 @@ class Route:
             )
             body["messages"] = [*messages[:-1], {**messages[-1], "content": messages[-1]["content"] + described}]
         return body
+
+
+class _Capped(httpx2.AsyncByteStream):
+    """A response body read through a byte budget: reading past it raises instead of filling memory."""
+
+    def __init__(self, stream: Any, limit: int) -> None:
+        self._stream, self._left = stream, limit
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        async for chunk in self._stream:
+            self._left -= len(chunk)
+            if self._left < 0:
+                raise ReplyRejected(f"a reply over {MAX_REPLY_BYTES // 2**20} MB")
+            yield chunk
+
+    async def aclose(self) -> None:
+        await self._stream.aclose()
+
+
+async def _guard(response: httpx2.Response) -> None:
+    """Refuse, before reading it, a reply that could not be a completion: a compressed body we did not accept
+    (a small gzip can inflate to gigabytes) or one over MAX_REPLY_BYTES; cap the rest as it is read."""
+    encoding = response.headers.get("content-encoding", "identity").strip().lower()
+    if encoding not in ("", "identity"):
+        raise ReplyRejected(f"a {encoding}-compressed reply, though only identity was accepted")
+    length = response.headers.get("content-length", "")
+    if length.isdigit() and int(length) > MAX_REPLY_BYTES:
+        raise ReplyRejected(f"a reply of {int(length) // 2**20} MB")
+    response.stream = _Capped(response.stream, MAX_REPLY_BYTES)  # type: ignore[assignment]
 
 
 def _refused(exc: BaseException) -> aiohttp.ClientConnectorError | None:

@@ -19,7 +19,7 @@ from ifsynth.flows.run.signals import stoppable
 from ifsynth.flows.seeds import open_source
 from ifsynth.prompts.registry import Prompts
 from ifsynth.schemas.config import RunConfig
-from ifsynth.schemas.errors import ConfigError
+from ifsynth.schemas.errors import ConfigError, RunFailed
 from ifsynth.schemas.records import RunRecord, StageCounts
 from ifsynth.warehouse.keys import canonical, sha256
 from ifsynth.warehouse.store import Warehouse
@@ -123,6 +123,19 @@ def _drive(
         try:
             with recorded(warehouse, run_id):
                 stages = flow(run_id, str(warehouse_path))
+                _check_failures(warehouse, run_id, stages, config.max_failure_share)
         finally:
             deactivate(run_id)
     return Started(run_id=run_id, resumed=resumed, stages=stages)
+
+
+def _check_failures(warehouse: Warehouse, run_id: str, stages: list[StageCounts], allowed: float) -> None:
+    """A run whose asks failed (after every retry) beyond ``allowed`` is not complete, whatever it kept."""
+    asked = sum(c.n_in for c in stages if c.sent or c.cached or c.failed)
+    failed = sum(c.failed for c in stages)
+    if asked and failed / asked > allowed:
+        common = warehouse.common_call_error(run_id)
+        raise RunFailed(
+            f"{failed} of {asked} asks failed ({failed / asked:.0%}, more than max_failure_share "
+            f"{allowed:.0%}){f'; most often: {common}' if common else ''}; rerun to retry them"
+        )

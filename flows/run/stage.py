@@ -209,7 +209,10 @@ class LLMStage(Stage, Generic[T]):
         tally = {"cached": 0, "sent": 0}
 
         async def answer_all() -> None:
-            async with Gateway(ctx.config, ctx.warehouse, ctx.run_id, seed=ctx.params.seed, budget=ctx.budget) as gw:
+            gateway = Gateway(
+                ctx.config, ctx.warehouse, ctx.run_id, seed=ctx.params.seed, budget=ctx.budget, notify=ctx.progress.note
+            )
+            async with gateway as gw:
                 for page in pages:  # type: ignore[union-attr]
                     asks = [stage.build(ctx, entry) for entry in page]  # all rendered first: template errors stop here
                     flat = [ask for entry_asks in asks for ask in entry_asks]

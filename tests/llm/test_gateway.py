@@ -184,14 +184,16 @@ def test_organization_and_project_are_sent_as_the_sdk_sends_them(
     assert "openai-project" not in fake.headers[1]
 
 
-def test_a_refused_connection_is_recorded_as_one_not_as_a_timeout(fake: FakeOpenAI, warehouse: Warehouse) -> None:
+def test_a_refused_connection_is_recorded_as_one_and_stops_the_stage(fake: FakeOpenAI, warehouse: Warehouse) -> None:
+    from ifsynth.schemas.errors import EndpointDown
     from tests.servers import free_port
 
-    closed = f"http://127.0.0.1:{free_port()}/v1"  # nothing listens there
-    (reply,) = answer(fake, warehouse, [ask()], base_url=closed, max_attempts=2)
-    assert reply.status == "failed" and reply.sent == 2, "retried as a transient failure"
-    assert reply.error is not None and reply.error.startswith("APIConnectionError: Connection error: Cannot connect")
-    assert [row["error"].split(":")[0] for row in calls(warehouse)] == ["APIConnectionError"] * 2
+    closed = f"http://127.0.0.1:{free_port()}/v1"  # nothing listens there, and nothing ever answered
+    with pytest.raises(EndpointDown, match=r"cannot be reached \(Connection error: Cannot connect"):
+        answer(fake, warehouse, [ask(), ask()], base_url=closed, max_attempts=3)
+    errors = [row["error"] for row in calls(warehouse)]
+    assert errors and all(e.startswith("APIConnectionError: Connection error: Cannot connect") for e in errors)
+    assert len(errors) <= 2, "no retry once the endpoint is known to be unreachable"
 
 
 def test_an_endpoint_behind_a_proxy_is_reached_through_it(

@@ -21,7 +21,20 @@ def test_a_stopped_run_is_finished_by_its_flow_called_in_a_fresh_process(
     """What a Prefect worker does: given only the warehouse and the run id, the recipe's flow rebuilds the
     run's context from what the warehouse recorded and finishes it; the key comes from the environment."""
     stopped, whole = tmp_path / "stopped.duckdb", tmp_path / "whole.duckdb"
-    args = ("run", "instructir", "--seeds", "demo", "--limit", "3", "--model", "m", "--set", "instructions_per_query=3")
+    args = (
+        "run",
+        "instructir",
+        "--seeds",
+        "demo",
+        "--limit",
+        "3",
+        "--model",
+        "m",
+        "--set",
+        "instructions_per_query=3",
+        "--set",
+        "min_group_size=1",
+    )
     server = make_fake(mode="responder", responder=sensible)
     first = cli("--warehouse", str(stopped), *args, "--base-url", server.base_url, "--max-calls", "5", "--json")
     assert first.returncode == 3, first.stderr[-2000:]

@@ -1,0 +1,77 @@
+"""The circuit breaker of an endpoint: a run stops early, in one line, when its endpoint cannot serve it.
+
+Some failures say the whole endpoint is wrong, not one request: a refused connection or an unknown host
+before any answer, 401 and 403 (the key), 404 (the model or the path), a redirect (the base URL). One is
+enough. Others are only telling in a row: a 400 for every request (a parameter the server does not take,
+every prompt over the context length), or replies that are not chat completions at all (an HTML page, a
+proxy's error). A success in between resets those counts; so does any success for a lost connection, which
+then has to recur ``CONNECTION_STREAK`` times in a row (the server went away mid-run).
+"""
+
+from __future__ import annotations
+
+import openai
+
+from ifsynth.flows.llm.retry import rejected
+from ifsynth.schemas.errors import EndpointDown
+
+REQUEST_STREAK = 10  # 400s, or replies that are not completions, in a row
+CONNECTION_STREAK = 20  # refused connections in a row after the endpoint has answered once
+
+
+class Breaker:
+    def __init__(self, base_url: str, key_env: str) -> None:
+        self.base_url = base_url
+        self.key_env = key_env
+        self.tripped: EndpointDown | None = None
+        self._answered = False
+        self._streaks = {"400": 0, "not a completion": 0, "connection": 0}
+
+    def check(self) -> None:
+        """Before a request: once tripped, nothing more goes to this endpoint."""
+        if self.tripped is not None:
+            raise self.tripped
+
+    def succeeded(self, completion: bool = True) -> None:
+        self._answered = True
+        self._streaks["400"] = self._streaks["connection"] = 0
+        if completion:
+            self._streaks["not a completion"] = 0
+        else:
+            self._count("not a completion", REQUEST_STREAK, "replied with something that is not a chat completion")
+
+    def failed(self, exc: BaseException) -> None:
+        """After a failed attempt: trips (and raises) when the failure condemns the endpoint."""
+        if isinstance(exc, openai.APIStatusError):
+            status = exc.status_code
+            if status in (401, 403):
+                self._trip(f"answered {status}: check the key in {self.key_env} (and that it may use this model)")
+            if status == 404:
+                self._trip("answered 404: check the model name (--model, --judge-model) and the base URL's path")
+            if 300 <= status < 400:
+                where = exc.response.headers.get("location", "elsewhere")
+                self._trip(f"redirected ({status}) to {where}: give the final URL as --base-url")
+            if status == 400:
+                self._count("400", REQUEST_STREAK, f"answered 400 to {REQUEST_STREAK} requests in a row ({_said(exc)})")
+            return
+        if rejected(exc) is not None:
+            self._count("not a completion", REQUEST_STREAK, f"sent replies ifsynth refuses ({rejected(exc)})")
+            return
+        if isinstance(exc, openai.APIConnectionError) and not isinstance(exc, openai.APITimeoutError):
+            if not self._answered:
+                self._trip(f"cannot be reached ({_said(exc)}): check --base-url and that the server is up")
+            self._count("connection", CONNECTION_STREAK, f"stopped answering ({_said(exc)})")
+
+    def _count(self, kind: str, streak: int, why: str) -> None:
+        self._streaks[kind] += 1
+        if self._streaks[kind] >= streak:
+            self._trip(why)
+
+    def _trip(self, why: str) -> None:
+        self.tripped = EndpointDown(f"endpoint {self.base_url} {why}; the run stopped, and continues when rerun")
+        raise self.tripped
+
+
+def _said(exc: BaseException) -> str:
+    text = " ".join(str(exc).split())
+    return text[:160]

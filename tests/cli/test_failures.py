@@ -1,0 +1,87 @@
+"""A run against an endpoint that cannot serve it stops early and says why in one line; a run whose asks
+mostly failed does not call itself completed; replies that could not be completions are refused unread."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import cli
+from tests.fake_openai import FakeOpenAI
+from tests.servers import fixed_reply, free_port
+
+HTML = b"<html><body><h1>502 Bad Gateway</h1></body></html>"
+
+
+def run(base_url: str, warehouse: Path, *sets: str) -> tuple[int, list[str], float]:
+    args = ["--warehouse", str(warehouse), "run", "instructir", "--seeds", "demo", "--base-url", base_url,
+            "--model", "m", "--set", "max_attempts=2", *(a for s in sets for a in ("--set", s))]  # fmt: skip
+    began = time.monotonic()
+    proc = cli(*args)
+    assert "Traceback" not in proc.stderr and "leaked" not in proc.stderr
+    return (
+        proc.returncode,
+        [line for line in proc.stderr.splitlines() if line.startswith("error:")],
+        time.monotonic() - began,
+    )
+
+
+def status_of(warehouse: Path) -> str:
+    proc = cli("--warehouse", str(warehouse), "runs", "--json")
+    return json.loads(proc.stdout)[-1]["status"]
+
+
+@pytest.mark.parametrize("status, body, headers, said", [
+    (401, b'{"error": {"message": "Incorrect API key provided"}}', {}, "answered 401: check the key in"),
+    (403, b'{"error": {"message": "forbidden"}}', {}, "answered 403"),
+    (404, b'{"error": {"message": "The model `m` does not exist"}}', {}, "answered 404: check the model name"),
+    (302, b"", {"location": "https://elsewhere.example/v1/chat/completions"}, "redirected (302) to https://elsewhere"),
+    (400, b'{"error": {"message": "max_tokens is too large"}}', {}, "answered 400 to 10 requests in a row"),
+    (200, HTML, {"content-type": "text/html"}, "replied with something that is not a chat completion"),
+    (200, gzip.compress(b"0" * 5_000_000), {"content-encoding": "gzip"}, "refuses (a gzip-compressed reply"),
+])  # fmt: skip
+def test_an_endpoint_that_cannot_serve_the_run_stops_it_in_one_line(
+    tmp_path: Path, status: int, body: bytes, headers: dict[str, str], said: str
+) -> None:
+    with fixed_reply(status, body, headers) as endpoint:
+        code, errors, took = run(endpoint.base_url, tmp_path / "w.duckdb")
+        hits = len(endpoint.hits)
+    assert code == 4 and took < 30
+    assert len(errors) == 1 and said in errors[0], errors
+    assert errors[0].endswith("the run stopped, and continues when rerun")
+    assert hits <= 16 + 10, "nothing is retried, and the run stops at once"  # the bound in flight, then a streak
+    assert status_of(tmp_path / "w.duckdb") == "failed"
+
+
+def test_a_closed_port_is_named_at_once(tmp_path: Path) -> None:
+    code, errors, took = run(f"http://127.0.0.1:{free_port()}/v1", tmp_path / "w.duckdb")
+    assert code == 4 and took < 30
+    assert len(errors) == 1 and "cannot be reached" in errors[0] and "check --base-url" in errors[0]
+
+
+def test_a_run_whose_asks_mostly_failed_is_not_completed(tmp_path: Path) -> None:
+    with FakeOpenAI(rate_500=0.5) as fake:  # half the attempts fail; with 2 attempts a quarter of the asks
+        code, errors, _ = run(fake.base_url, tmp_path / "w.duckdb")
+    assert code == 5 and len(errors) == 1
+    assert (
+        "asks failed" in errors[0]
+        and "max_failure_share 5%" in errors[0]
+        and "most often: InternalServerError" in errors[0]
+    )
+    assert status_of(tmp_path / "w.duckdb") == "failed"
+    with FakeOpenAI(rate_500=0.5) as fake:
+        code, _, _ = run(fake.base_url, tmp_path / "w.duckdb", "max_failure_share=1")
+    assert code == 0, "the share is a setting"
+
+
+def test_an_empty_release_is_not_exported(tmp_path: Path) -> None:
+    with FakeOpenAI() as fake:  # random answers: the demo's small groups all fall to the group filter
+        code, _, _ = run(fake.base_url, tmp_path / "w.duckdb", "min_group_size=1000")
+    assert code == 0
+    proc = cli("--warehouse", str(tmp_path / "w.duckdb"), "export", "--out", str(tmp_path / "out"))
+    assert proc.returncode != 0 and proc.stderr.strip().count("\n") == 0
+    assert "is empty: no query was kept" in proc.stderr and not (tmp_path / "out").exists()
