@@ -18,6 +18,7 @@ from ifsynth.flows.evaluation.retrieval import Run
 from ifsynth.flows.evaluation.scoring import ReleaseView
 from ifsynth.flows.llm.gateway import Gateway
 from ifsynth.flows.llm.requests import Ask, Reply
+from ifsynth.flows.llm.route import public_url
 from ifsynth.prompts.registry import Prompts
 from ifsynth.schemas.answers import instruction_fit
 from ifsynth.schemas.config import Endpoint, RunConfig
@@ -125,7 +126,7 @@ def instfol(
     if pairs and all(g is None for g in grades.values()):
         failed = next((r.error for r in replies if r.error), None)
         why = f" ({failed})" if failed else "; INSTFOL needs an endpoint that returns them (OpenAI, vLLM)"
-        raise ConfigError(f"the judge at {judge.base_url} gave no usable token log-probabilities{why}")
+        raise ConfigError(f"the judge at {public_url(judge.base_url)} gave no usable token log-probabilities{why}")
     per_query = []
     for qid, (c_q, c_inst) in lists.items():
         s_q = metrics.mean(g for d in c_q if (g := grades[(qid, d)]) is not None)

@@ -10,6 +10,8 @@ then has to recur ``CONNECTION_STREAK`` times in a row (the server went away mid
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import openai
 
 from ifsynth.flows.llm.retry import rejected
@@ -20,8 +22,9 @@ CONNECTION_STREAK = 20  # refused connections in a row after the endpoint has an
 
 
 class Breaker:
-    def __init__(self, base_url: str, key_env: str) -> None:
+    def __init__(self, base_url: str, key_env: str, scrub: Callable[[str], str] = str) -> None:
         self.base_url = base_url
+        self.scrub = scrub
         self.key_env = key_env
         self.tripped: EndpointDown | None = None
         self._answered = False
@@ -52,15 +55,17 @@ class Breaker:
                 where = exc.response.headers.get("location", "elsewhere")
                 self._trip(f"redirected ({status}) to {where}: give the final URL as --base-url")
             if status == 400:
-                self._count("400", REQUEST_STREAK, f"answered 400 to {REQUEST_STREAK} requests in a row ({_said(exc)})")
+                self._count(
+                    "400", REQUEST_STREAK, f"answered 400 to {REQUEST_STREAK} requests in a row ({self._said(exc)})"
+                )
             return
         if rejected(exc) is not None:
             self._count("not a completion", REQUEST_STREAK, f"sent replies ifsynth refuses ({rejected(exc)})")
             return
         if isinstance(exc, openai.APIConnectionError) and not isinstance(exc, openai.APITimeoutError):
             if not self._answered:
-                self._trip(f"cannot be reached ({_said(exc)}): check --base-url and that the server is up")
-            self._count("connection", CONNECTION_STREAK, f"stopped answering ({_said(exc)})")
+                self._trip(f"cannot be reached ({self._said(exc)}): check --base-url and that the server is up")
+            self._count("connection", CONNECTION_STREAK, f"stopped answering ({self._said(exc)})")
 
     def _count(self, kind: str, streak: int, why: str) -> None:
         self._streaks[kind] += 1
@@ -71,7 +76,5 @@ class Breaker:
         self.tripped = EndpointDown(f"endpoint {self.base_url} {why}; the run stopped, and continues when rerun")
         raise self.tripped
 
-
-def _said(exc: BaseException) -> str:
-    text = " ".join(str(exc).split())
-    return text[:160]
+    def _said(self, exc: BaseException) -> str:
+        return self.scrub(" ".join(str(exc).split()))[:160]

@@ -67,7 +67,7 @@ class Gateway:
         for role in ("generator", "judge"):
             endpoint = self.config.endpoint_for(role)
             if endpoint not in self._routes:
-                self._routes[endpoint] = Route(endpoint)
+                self._routes[endpoint] = Route(endpoint, self.notify)
             self._by_role[role] = self._routes[endpoint]
         return self
 
@@ -230,9 +230,9 @@ class Gateway:
                     attempts += 1
                     return (*await self._attempt(stage, ask, key, body, payload, route, attempts), attempts)
         except openai.APIStatusError as exc:
-            raise _Failed(f"HTTP {exc.status_code}: {_short(exc)}", attempts) from None
+            raise _Failed(f"HTTP {exc.status_code}: {_short(exc, route)}", attempts) from None
         except openai.APIConnectionError as exc:
-            raise _Failed(f"{type(exc).__name__}: {_short(exc)}", attempts) from None
+            raise _Failed(f"{type(exc).__name__}: {_short(exc, route)}", attempts) from None
         raise AssertionError("unreachable")
 
     async def _attempt(
@@ -273,7 +273,7 @@ class Gateway:
                         **record,
                         latency_ms=(time.perf_counter() - started) * 1000,
                         http_status=status,
-                        error=f"{type(exc).__name__}: {_short(exc)}",
+                        error=f"{type(exc).__name__}: {_short(exc, route)}",
                     ),
                     request_json=payload,
                 )
@@ -340,6 +340,6 @@ class _Failed(Exception):
         self.reason, self.attempts = reason, attempts
 
 
-def _short(exc: BaseException) -> str:
-    text = " ".join(str(exc).split())
-    return text[:300]
+def _short(exc: BaseException, route: Route) -> str:
+    """The error as stored and shown: one line, without the secrets the route knows (a server may echo them)."""
+    return route.scrub(" ".join(str(exc).split()))[:300]

@@ -8,11 +8,13 @@ turns every non-2xx answer into its typed exception, which ``retry.is_transient`
 
 from __future__ import annotations
 
+import base64
 import json
 import os
-from collections.abc import AsyncIterator
+import re
+from collections.abc import AsyncIterator, Callable
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import parse_qsl, unquote, urlencode, urlsplit, urlunsplit
 
 import aiohttp
 import httpx2
@@ -33,6 +35,7 @@ OPENAI_BASE_URL = "https://api.openai.com/v1"
 OPENAI_DEFAULT_MODEL = "gpt-4o-mini"
 DEFAULT_KEY_ENV = "OPENAI_API_KEY"
 MAX_REPLY_BYTES = 16 * 1024 * 1024  # far above any chat completion with max_tokens set
+_KEYLIKE = re.compile(r"key|token|secret|passw|sig|auth|credential", re.IGNORECASE)
 
 
 def api_key(variable: str) -> str | None:
@@ -42,12 +45,77 @@ def api_key(variable: str) -> str | None:
 
 
 def public_url(url: str) -> str:
-    """The base URL as stored and keyed: without credentials, without a trailing slash."""
+    """The base URL as stored, printed and keyed: without credentials, key-like query parameters (``key``,
+    ``token``, ``sig`` ...; ``api-version`` stays) or a trailing slash."""
     parts = urlsplit(url)
     netloc = parts.hostname or ""
     if parts.port:
         netloc = f"{netloc}:{parts.port}"
-    return urlunsplit((parts.scheme, netloc, parts.path.rstrip("/"), parts.query, ""))
+    query = urlencode([(k, v) for k, v in parse_qsl(parts.query, keep_blank_values=True) if not _KEYLIKE.search(k)])
+    return urlunsplit((parts.scheme, netloc, parts.path.rstrip("/"), query, ""))
+
+
+def url_secrets(url: str) -> list[str]:
+    """What ``public_url`` removes: the URL's user, password and key-like query values."""
+    parts = urlsplit(url)
+    found = [parts.username or "", parts.password or ""]
+    found += [v for k, v in parse_qsl(parts.query, keep_blank_values=True) if _KEYLIKE.search(k)]
+    return [secret for secret in found if len(secret) >= 4]
+
+
+def scrub(text: str, secrets: list[str]) -> str:
+    """``text`` with every secret replaced, for error texts that are stored and printed (a server may echo the
+    key it was sent)."""
+    for secret in secrets:
+        text = text.replace(secret, "***")
+    return text
+
+
+def _bare(url: str) -> str:
+    """The URL the client is given: user and password travel as a header (aiohttp refuses both at once), the
+    query as the client's default query (the SDK would append paths after it)."""
+    parts = urlsplit(url)
+    return urlunsplit((parts.scheme, parts.netloc.rpartition("@")[2], parts.path, "", ""))
+
+
+def _basic_auth(url: str) -> dict[str, str] | None:
+    """``user:password@`` in the base URL as HTTP Basic auth, for an endpoint behind such a proxy (when no
+    key is sent: a key goes as the bearer token, and one request carries one Authorization header)."""
+    parts = urlsplit(url)
+    if parts.username is None:
+        return None
+    pair = f"{unquote(parts.username)}:{unquote(parts.password or '')}".encode()
+    return {"Authorization": "Basic " + base64.b64encode(pair).decode()}
+
+
+def is_loopback(url: str) -> bool:
+    host = urlsplit(url).hostname or ""
+    return host == "localhost" or host == "::1" or host.startswith("127.")
+
+
+_said: set[str] = set()
+
+
+def sendable_key(base_url: str, variable: str, notify: Callable[[str], None]) -> str | None:
+    """The key to send to ``base_url``: none over plain http to another machine (it would cross the network
+    in clear); the default variable's key going to a host other than OpenAI's is said once per process."""
+    key = api_key(variable)
+    if key is None or base_url == LOCAL_BASE_URL:
+        return key
+    where = public_url(base_url)
+    if urlsplit(base_url).scheme == "http" and not is_loopback(base_url):
+        _say_once(notify, f"not sending {variable} to {where}: plain http to another machine; use https")
+        return None
+    host = urlsplit(base_url).hostname or ""
+    if variable == DEFAULT_KEY_ENV and not host.endswith("openai.com"):
+        _say_once(notify, f"sending {variable} to {where}, which is not OpenAI's; set api_key_env to send another")
+    return key
+
+
+def _say_once(notify: Callable[[str], None], message: str) -> None:
+    if message not in _said:
+        _said.add(message)
+        notify(message)
 
 
 def endpoint_summaries(config: RunConfig) -> dict[str, dict[str, str]]:
@@ -64,15 +132,17 @@ def endpoint_summaries(config: RunConfig) -> dict[str, dict[str, str]]:
 class Route:
     """An endpoint with its client and its concurrency bound, shared by the roles that use it."""
 
-    def __init__(self, endpoint: Endpoint) -> None:
+    def __init__(self, endpoint: Endpoint, notify: Callable[[str], None] = lambda _: None) -> None:
         self.endpoint = endpoint
         self.base_url = public_url(endpoint.base_url)
+        self.key = sendable_key(endpoint.base_url, endpoint.api_key_env, notify)
+        self.secrets = [s for s in [self.key or "", *url_secrets(endpoint.base_url)] if len(s) >= 4]
         self.limit = AdaptiveLimit(endpoint.concurrency)
         self.rate = RateLimit(endpoint.rpm, endpoint.tpm)
         host = urlsplit(endpoint.base_url).hostname or ""
         self.string_lengths = not host.endswith(STRICT_SUBSET_HOSTS)
         self.local = endpoint.base_url == LOCAL_BASE_URL
-        self.breaker = Breaker(self.base_url, endpoint.api_key_env)
+        self.breaker = Breaker(self.base_url, endpoint.api_key_env, self.scrub)
         self._schemas: dict[type[Answer], dict[str, Any]] = {}
         self._client: openai.AsyncOpenAI | None = None
 
@@ -91,14 +161,19 @@ class Route:
                     event_hooks={"response": [_guard]},
                 )
             self._client = openai.AsyncOpenAI(
-                base_url=self.endpoint.base_url,
+                base_url=_bare(self.endpoint.base_url),
+                default_query=dict(parse_qsl(urlsplit(self.endpoint.base_url).query)) or None,
+                default_headers=_basic_auth(self.endpoint.base_url) if self.key is None else None,
                 # any key does for the embedded model; a missing one is the endpoint's 401 to report
-                api_key="local" if self.local else api_key(self.endpoint.api_key_env) or "none",
+                api_key="local" if self.local else self.key or "none",
                 max_retries=0,  # retries are the gateway's: retry.is_transient
                 timeout=self.endpoint.timeout,
                 http_client=http_client,
             )
         return self._client
+
+    def scrub(self, text: str) -> str:
+        return scrub(text, self.secrets)
 
     async def chat(self, payload: bytes) -> httpx2.Response:
         """One chat completion, its body already serialized (the bytes the cache key was computed from, sent as

@@ -14,7 +14,7 @@ import yaml
 from pydantic import ValidationError
 
 from ifsynth.flows.llm.local_model import LOCAL_BASE_URL, LOCAL_MODEL
-from ifsynth.flows.llm.route import DEFAULT_KEY_ENV, OPENAI_BASE_URL, OPENAI_DEFAULT_MODEL, api_key
+from ifsynth.flows.llm.route import DEFAULT_KEY_ENV, OPENAI_BASE_URL, OPENAI_DEFAULT_MODEL, api_key, public_url
 from ifsynth.flows.run.registry import recipe
 from ifsynth.schemas.config import Endpoint, RunConfig
 from ifsynth.schemas.errors import ConfigError
@@ -90,7 +90,7 @@ def resolve(
             endpoint["base_url"] = LOCAL_BASE_URL
             run["model"] = LOCAL_MODEL
     if "model" not in run:
-        raise ConfigError(f"give --model: the name of the model that {endpoint['base_url']} serves")
+        raise ConfigError(f"give --model: the name of the model that {public_url(endpoint['base_url'])} serves")
 
     chosen = recipe(recipe_name)
     try:

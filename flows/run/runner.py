@@ -9,9 +9,10 @@ from dataclasses import dataclass
 from datetime import datetime
 from importlib.metadata import version
 from pathlib import Path
+from typing import Any
 
 from ifsynth.flows.llm.limits import Budget
-from ifsynth.flows.llm.route import endpoint_summaries
+from ifsynth.flows.llm.route import endpoint_summaries, public_url
 from ifsynth.flows.run.context import NoProgress, Progress, RunContext, activate, deactivate, recorded
 from ifsynth.flows.run.prefect_api import prefect_api
 from ifsynth.flows.run.registry import recipe
@@ -112,7 +113,7 @@ def _drive(
                 name=name,
                 recipe=config.recipe,
                 fingerprint=print_,
-                config=config.model_dump(mode="json"),
+                config=stored_config(config),
                 code_version=version("ifsynth"),
                 status="running",
                 started_at=started,
@@ -139,3 +140,13 @@ def _check_failures(warehouse: Warehouse, run_id: str, stages: list[StageCounts]
             f"{failed} of {asked} asks failed ({failed / asked:.0%}, more than max_failure_share "
             f"{allowed:.0%}){f'; most often: {common}' if common else ''}; rerun to retry them"
         )
+
+
+def stored_config(config: RunConfig) -> dict[str, Any]:
+    """The config as the warehouse keeps it: base URLs without credentials or key-like query parameters (a
+    run continued from the warehouse alone takes its key from the environment, as every run does)."""
+    stored = config.model_dump(mode="json")
+    for name in ("endpoint", "judge_endpoint"):
+        if stored.get(name):
+            stored[name]["base_url"] = public_url(stored[name]["base_url"])
+    return stored

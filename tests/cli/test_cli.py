@@ -19,6 +19,7 @@ import pytest
 from ifsynth.warehouse.store import Warehouse
 from tests.conftest import INSTRUCTIR_SEEDS, REPO, cli
 from tests.fake_openai import FakeOpenAI
+from tests.servers import fixed_reply
 
 SECRET = "sk-test-7c2e91ab55d0-NEVER-STORED"
 CONCURRENCY = 16  # the endpoint default
@@ -140,6 +141,38 @@ def test_the_api_key_is_nowhere(first: dict[str, Any]) -> None:
         if path.is_file():
             assert SECRET.encode() not in path.read_bytes(), path
     assert SECRET not in first["proc"].stdout + first["proc"].stderr
+
+
+def test_credentials_in_the_base_url_leave_no_trace(server: FakeOpenAI, tmp_path: Path) -> None:
+    secrets = ("someuser", "pa55w0rdXYZ", "k3ySECRETq")
+    url = server.base_url.replace("http://", "http://someuser:pa55w0rdXYZ@") + "?key=k3ySECRETq&api-version=2"
+    warehouse = tmp_path / "w.duckdb"
+    args = ["--warehouse", str(warehouse), "run", "instructir", "--seeds", "demo", "--limit", "3", "--base-url", url,
+            "--model", "m", "--set", "min_group_size=1"]  # fmt: skip
+    server.reset()
+    proc = ok(cli(*args))
+    assert server.headers[0]["authorization"].startswith("Basic "), "user and password go as Basic auth"
+    exported = ok(cli("--warehouse", str(warehouse), "export", "--out", str(tmp_path / "out")))
+    shown = ok(cli("--warehouse", str(warehouse), "funnel", "--json")).stdout
+    said = proc.stdout + proc.stderr + exported.stdout + exported.stderr + shown
+    for secret in secrets:
+        assert secret not in said
+        for path in tmp_path.rglob("*"):
+            if path.is_file():
+                assert secret.encode() not in path.read_bytes(), path
+
+
+def test_a_key_an_endpoint_echoes_is_not_stored(tmp_path: Path) -> None:
+    echo = json.dumps({"error": {"message": f"Incorrect API key provided: {SECRET}"}}).encode()
+    with fixed_reply(401, echo) as endpoint:
+        proc = cli("--warehouse", str(tmp_path / "w.duckdb"), "run", "instructir", "--seeds", "demo",
+                   "--base-url", endpoint.base_url, "--model", "m", env={"OPENAI_API_KEY": SECRET})  # fmt: skip
+    assert proc.returncode == 4 and SECRET not in proc.stdout + proc.stderr
+    audit = cli("--warehouse", str(tmp_path / "w.duckdb"), "audit", "--json")
+    assert SECRET not in audit.stdout + audit.stderr
+    for path in tmp_path.rglob("*"):
+        if path.is_file():
+            assert SECRET.encode() not in path.read_bytes(), path
 
 
 def test_a_second_writer_gets_one_line(server: FakeOpenAI, first: dict[str, Any]) -> None:

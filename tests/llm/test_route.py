@@ -92,3 +92,28 @@ def test_a_body_that_is_not_a_completion_is_kept_as_text_to_fail_parsing() -> No
     assert (good.text, good.finish_reason, good.prompt_tokens, good.completion_tokens) == ("{}", "stop", 3, 1)
     bad = decode_completion(b"<html>bad gateway</html>")
     assert bad.text == "<html>bad gateway</html>" and bad.finish_reason is None
+
+
+def test_a_key_is_never_sent_in_clear_to_another_machine(monkeypatch: pytest.MonkeyPatch) -> None:
+    from ifsynth.flows.llm.route import sendable_key
+
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-abc123")
+    monkeypatch.setenv("MY_KEY", "sk-mine")
+    said: list[str] = []
+    assert sendable_key("http://10.0.0.5:8000/v1", "OPENAI_API_KEY", said.append) is None
+    assert sendable_key("http://127.0.0.1:8000/v1", "MY_KEY", said.append) == "sk-mine"
+    assert sendable_key("https://api.openai.com/v1", "OPENAI_API_KEY", said.append) == "sk-abc123"
+    assert sendable_key("https://gw.example.com/v1", "OPENAI_API_KEY", said.append) == "sk-abc123"
+    assert sendable_key("https://gw.example.com/v1", "OPENAI_API_KEY", said.append) == "sk-abc123"
+    assert said == [
+        "not sending OPENAI_API_KEY to http://10.0.0.5:8000/v1: plain http to another machine; use https",
+        "sending OPENAI_API_KEY to https://gw.example.com/v1, which is not OpenAI's; set api_key_env to send another",
+    ], "each said once"
+
+
+def test_key_like_query_parameters_are_not_kept() -> None:
+    from ifsynth.flows.llm.route import url_secrets
+
+    url = "https://u:p4ss@gw.example.com/v1?api-version=2024-10&key=abcd1234&sig=zzzz9"
+    assert public_url(url) == "https://gw.example.com/v1?api-version=2024-10"
+    assert sorted(url_secrets(url)) == ["abcd1234", "p4ss", "zzzz9"]
