@@ -22,6 +22,8 @@ from ifsynth.schemas.seeds import SeedPair, SeedPassage, SeedQuery
 class SeedSource(Protocol):
     spec: str
 
+    def check(self) -> None: ...
+
     def pairs(self) -> Iterator[SeedPair]: ...
 
     def passages(self) -> Iterator[SeedPassage]: ...
@@ -39,7 +41,8 @@ def open_source(spec: str) -> SeedSource:
     raise SeedError(f"unknown seed source `{spec}`; use demo, beir:DIR or irds:ID")
 
 
-def _jsonl(path: Path, spec: str) -> Iterator[dict[str, Any]]:
+def _jsonl(path: Path, spec: str, *, numbered: bool = False) -> Iterator[Any]:
+    """The rows of a JSONL file (with their line numbers when ``numbered``)."""
     with path.open(encoding="utf-8") as lines:
         for number, line in enumerate(lines, 1):
             if not line.strip():
@@ -49,7 +52,15 @@ def _jsonl(path: Path, spec: str) -> Iterator[dict[str, Any]]:
                 row["_id"]
             except (ValueError, KeyError, TypeError):
                 raise SeedError(f"seeds `{spec}`: {path.name} line {number} is not a JSON object with an _id") from None
-            yield row
+            yield (number, row) if numbered else row
+
+
+def _is_number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
 
 
 class BeirFolder:
@@ -62,6 +73,53 @@ class BeirFolder:
         for path in (self.corpus, self.queries, self.qrels):
             if not path.is_file():
                 raise SeedError(f"seeds `{spec}`: missing {path.relative_to(root)} in {root}")
+
+    def check(self) -> None:
+        """One pass over the folder before any request, so that a fault costs no LLM call: ids present, unique
+        and without whitespace (they become TSV and TREC fields), texts that are strings, a corpus that is not
+        empty, a qrels file with its header and with no line pointing at an unknown query or passage."""
+        docs = self._ids(self.corpus, "passage")
+        if not docs:
+            raise SeedError(f"seeds `{self.spec}`: corpus.jsonl holds no passage")
+        queries = self._ids(self.queries, "query")
+        with self.qrels.open(encoding="utf-8") as lines:
+            header = next(lines, "").rstrip("\n").split("\t")
+            if len(header) >= 3 and _is_number(header[2]):
+                raise SeedError(
+                    f"seeds `{self.spec}`: qrels/{self.qrels.name} line 1 is a judgement, not the header "
+                    "`query-id<TAB>corpus-id<TAB>score` that BEIR files start with"
+                )
+            for number, line in enumerate(lines, 2):
+                fields = line.rstrip("\n").split("\t")
+                if len(fields) < 3:
+                    continue  # blank, or reported by _positives
+                unknown = "query" if fields[0] not in queries else "passage" if fields[1] not in docs else None
+                if unknown:
+                    which = fields[0] if unknown == "query" else fields[1]
+                    raise SeedError(
+                        f"seeds `{self.spec}`: qrels/{self.qrels.name} line {number} names {unknown} `{which}`, "
+                        f"which {'queries' if unknown == 'query' else 'corpus'}.jsonl does not hold"
+                    )
+
+    def _ids(self, path: Path, what: str) -> set[str]:
+        seen: set[str] = set()
+        for line, row in _jsonl(path, self.spec, numbered=True):
+            where = f"seeds `{self.spec}`: {path.name} line {line}"
+            raw = row["_id"]
+            if raw is None or (isinstance(raw, str) and not raw):
+                raise SeedError(f"{where}: the {what} has no _id")
+            doc_id = str(raw)
+            if any(c.isspace() for c in doc_id):
+                raise SeedError(f"{where}: _id `{doc_id}` holds whitespace (ids become TSV and TREC fields)")
+            if doc_id in seen:
+                raise SeedError(f"{where}: _id `{doc_id}` appears twice")
+            for field in ("text", "title"):
+                if field in row and row[field] is not None and not isinstance(row[field], str):
+                    raise SeedError(f"{where}: `{field}` is not a string")
+            if not isinstance(row.get("text"), str):
+                raise SeedError(f"{where}: the {what} `{doc_id}` has no text")
+            seen.add(doc_id)
+        return seen
 
     def _positives(self) -> dict[str, list[str]]:
         positives: dict[str, list[str]] = defaultdict(list)
@@ -125,6 +183,9 @@ class IrDatasets:
             ) from None
         finally:
             logging.disable(logging.NOTSET)
+
+    def check(self) -> None:
+        """ir_datasets validates its own files; loading the dataset (in ``__init__``) is the check."""
 
     @staticmethod
     def _passage(doc: Any) -> SeedPassage:

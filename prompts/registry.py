@@ -8,16 +8,24 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass
+from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from jinja2 import ChoiceLoader, FileSystemLoader, PackageLoader, StrictUndefined, TemplateNotFound
+from jinja2 import ChainableUndefined, ChoiceLoader, FileSystemLoader, PackageLoader, StrictUndefined, TemplateNotFound
 from jinja2.exceptions import TemplateError
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
 from ifsynth.schemas.errors import PromptError
 
 ROLES = ("system", "user")
+
+
+class _Placeholder(ChainableUndefined):
+    """Any variable, when a template is checked without values: text where printed, empty where iterated."""
+
+    def __str__(self) -> str:
+        return "..."
 
 
 @dataclass(frozen=True)
@@ -39,6 +47,8 @@ class Prompts:
                 raise PromptError(f"--prompts-dir `{overlay}` is not a directory")
             loaders.insert(0, FileSystemLoader(str(overlay)))
         self.overlay = Path(overlay) if overlay is not None else None
+        if self.overlay is not None:
+            _check_overlay(self.overlay)
         self._env = ImmutableSandboxedEnvironment(
             loader=ChoiceLoader(loaders),
             undefined=StrictUndefined,
@@ -61,6 +71,28 @@ class Prompts:
             self._hashes[name] = hashlib.sha256(self.source(name).encode("utf-8")).hexdigest()[:16]
         return self._hashes[name]
 
+    def check(self, name: str) -> None:
+        """Before a run sends anything: the template parses, has both blocks, and renders (every variable a
+        placeholder) to a non-empty user message. A template that cannot render with placeholders (a number
+        compared, a list indexed) is left to its stage."""
+        try:
+            template = self._env.get_template(f"{name}.j2")
+        except TemplateNotFound:
+            raise PromptError(f"no template `{name}.j2` (built-in or in --prompts-dir)") from None
+        except TemplateError as exc:
+            raise PromptError(f"template `{name}.j2`: {exc}") from None
+        for role in ROLES:
+            if role not in template.blocks:
+                raise PromptError(f"template `{name}.j2` has no `{{% block {role} %}}`")
+        lenient = self._env.overlay(undefined=_Placeholder)
+        try:
+            sample = lenient.get_template(f"{name}.j2")
+            text = "".join(sample.blocks["user"](sample.new_context({}))).strip()
+        except Exception:  # placeholders cannot stand in for every value (a number compared): the stage tells
+            return
+        if not text:
+            raise PromptError(f"template `{name}.j2`: its `user` block renders to nothing")
+
     def render(self, name: str, **variables: Any) -> Rendered:
         """Render both blocks; a missing variable raises before anything is sent."""
         try:
@@ -78,3 +110,28 @@ class Prompts:
         except TemplateError as exc:
             raise PromptError(f"template `{name}.j2`: {exc}") from None
         return Rendered(template=name, template_hash=self.hash(name), messages=tuple(messages))
+
+
+def builtin_templates() -> set[str]:
+    """``<recipe>/<stage>`` of every template this package ships."""
+    root = resources.files("ifsynth.prompts")
+    return {
+        f"{d.name}/{f.name[:-3]}" for d in root.iterdir() if d.is_dir() for f in d.iterdir() if f.name.endswith(".j2")
+    }
+
+
+def _check_overlay(overlay: Path) -> None:
+    """Every overlay file replaces a built-in template and stays inside the overlay: a misspelt name would be
+    ignored, and a symlink could pull any file of the machine into a prompt."""
+    known = builtin_templates()
+    root = overlay.resolve()
+    for path in sorted(overlay.rglob("*.j2")):
+        name = path.relative_to(overlay).as_posix()[:-3]
+        if name not in known:
+            siblings = sorted(k for k in known if k.split("/")[0] == name.split("/")[0])
+            raise PromptError(
+                f"--prompts-dir: `{name}.j2` replaces no built-in template; "
+                f"those of its recipe: {', '.join(siblings) or 'none (no such recipe)'}"
+            )
+        if not path.resolve().is_relative_to(root):
+            raise PromptError(f"--prompts-dir: `{name}.j2` points outside the folder; copy the file in instead")

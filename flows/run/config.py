@@ -24,13 +24,22 @@ RUN_KEYS |= {"max_calls", "max_cost", "batch", "batch_poll_seconds", "max_failur
 ENDPOINT_KEYS = set(Endpoint.model_fields)
 
 
+MAX_CONFIG_BYTES = 1_000_000
+
+
 def load_file(path: str | Path) -> dict[str, Any]:
     path = Path(path)
+    if path.exists() and not path.is_file():
+        raise ConfigError(f"config file `{path}` is not a regular file")
+    if path.is_file() and path.stat().st_size > MAX_CONFIG_BYTES:
+        raise ConfigError(f"config file `{path}` is over {MAX_CONFIG_BYTES // 1000} kB; a config is a few lines")
     try:
         text = path.read_text(encoding="utf-8")
         data = tomllib.loads(text) if path.suffix == ".toml" else yaml.safe_load(text)
     except FileNotFoundError:
         raise ConfigError(f"config file `{path}` does not exist") from None
+    except UnicodeDecodeError:
+        raise ConfigError(f"config file `{path}` is not UTF-8 text") from None
     except (tomllib.TOMLDecodeError, yaml.YAMLError) as exc:
         raise ConfigError(f"config file `{path}` does not parse: {' '.join(str(exc).split())}") from None
     if not isinstance(data, dict):
@@ -74,6 +83,9 @@ def resolve(
     if "seeds" not in data:
         raise ConfigError("give --seeds (demo, beir:DIR or irds:ID)")
 
+    for section in ("endpoint", "judge_endpoint", "prices"):
+        if data.get(section) is not None and not isinstance(data[section], dict):
+            raise ConfigError(f"setting `{section}` must be a section of keys (`{section}.KEY=VALUE`)")
     endpoint = dict(data.pop("endpoint", {}) or {})
     endpoint.update({key: data.pop(key) for key in list(data) if key in ENDPOINT_KEYS})
     run = {key: data.pop(key) for key in list(data) if key in RUN_KEYS}

@@ -16,6 +16,7 @@ from ifsynth.schemas.errors import ConfigError
 
 if TYPE_CHECKING:  # stage modules import the gateway; a registry lookup must not
     from ifsynth.flows.run.stage import Stage
+    from ifsynth.flows.seeds import SeedSource
 
 
 @dataclass(frozen=True)
@@ -32,6 +33,16 @@ class Recipe:
     def flow(self) -> Callable[..., Any]:
         """The recipe's Prefect flow, ``<name>_flow`` in its package's ``flow`` module."""
         return getattr(importlib.import_module(f"{self.package}.flow"), f"{self.name}_flow")
+
+    def seed_sources(self, seeds: str, params: RecipeParams) -> list[SeedSource]:
+        """Every seed source a run reads: the run's, or those its recipe names (``seed_sources`` in its
+        ``recipe`` module: InfoSearch reads one per dimension)."""
+        module = importlib.import_module(f"{self.package}.recipe")
+        if hasattr(module, "seed_sources"):
+            return list(module.seed_sources(seeds, params))
+        from ifsynth.flows.seeds import open_source
+
+        return [open_source(seeds)]
 
     def stages(self, params: RecipeParams) -> list[Stage]:
         """The recipe's stages in run order, configured by ``params``; a stage's ordinal is its place here."""

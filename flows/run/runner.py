@@ -17,7 +17,6 @@ from ifsynth.flows.run.context import NoProgress, Progress, RunContext, activate
 from ifsynth.flows.run.prefect_api import prefect_api
 from ifsynth.flows.run.registry import recipe
 from ifsynth.flows.run.signals import stoppable
-from ifsynth.flows.seeds import open_source
 from ifsynth.prompts.registry import Prompts
 from ifsynth.schemas.config import RunConfig
 from ifsynth.schemas.errors import ConfigError, RunFailed
@@ -71,15 +70,16 @@ def execute(
     """Start the run this config describes, or continue the unfinished one with its fingerprint, and drive
     its recipe's flow in this process."""
     chosen = recipe(config.recipe)
-    chosen.params.model_validate(config.params)
+    params = chosen.params.model_validate(config.params)
     if config.max_cost is not None:
         for model in {config.model_for("generator"), config.model_for("judge")} - set(config.prices):
             raise ConfigError(f"--max-cost needs the price of `{model}`: set prices.{model}.input and .output")
     prompts = Prompts(config.prompts_dir)
     templates = [f"{config.recipe}/{name}" for name in chosen.templates]
     for name in templates:
-        prompts.hash(name)  # a missing template fails here, before any call
-    open_source(config.seeds)  # an unreadable seed source fails here, before the warehouse is touched
+        prompts.check(name)  # a missing, broken or empty template fails here, before any call
+    for source in chosen.seed_sources(config.seeds, params):
+        source.check()  # a faulty seed source fails here, before the warehouse is touched
     for key, value in PREFECT_DEFAULTS.items():
         os.environ.setdefault(key, value)
     flow = chosen.flow()

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from ifsynth.flows.run.registry import RECIPES
-from ifsynth.prompts.registry import Prompts
+from ifsynth.prompts.registry import Prompts, builtin_templates
 from ifsynth.schemas.errors import PromptError
 
 SAMPLE = {
@@ -49,7 +49,7 @@ def test_a_missing_variable_is_an_error() -> None:
 def test_templates_are_sandboxed() -> None:
     overlay_dir = Path(__file__).parent / "cases" / "prompts"
     with pytest.raises(PromptError, match=r"unsafe|not safely callable|access to attribute"):
-        Prompts(overlay_dir).render("evil/escape", query="q")
+        Prompts(overlay_dir).render("instructir/rewrite", query="q")
 
 
 def test_overlay_replaces_file_by_file(tmp_path: Path) -> None:
@@ -70,3 +70,10 @@ def test_unknown_template_and_bad_overlay(tmp_path: Path) -> None:
         Prompts().render("instructir/nope")
     with pytest.raises(PromptError, match="not a directory"):
         Prompts(tmp_path / "missing")
+
+
+def test_every_builtin_template_passes_the_check_a_run_makes_first() -> None:
+    prompts = Prompts()
+    for name in sorted(builtin_templates()):
+        prompts.check(name)
+    assert len(builtin_templates()) == 18

@@ -7,19 +7,26 @@ from functools import partial
 from typing import Any
 
 from ifsynth.flows.recipes.infosearch.assemble import assemble_infosearch
-from ifsynth.flows.recipes.infosearch.collect import collect_seeds
+from ifsynth.flows.recipes.infosearch.collect import collect_seeds, dimension_source
 from ifsynth.flows.recipes.infosearch.document_rules import check_documents
 from ifsynth.flows.recipes.infosearch.keywords import ExtractKeywords
 from ifsynth.flows.recipes.infosearch.negatives import GenerateNegatives
 from ifsynth.flows.recipes.infosearch.panel import review_documents
 from ifsynth.flows.recipes.infosearch.reversal import ReverseInstructions
 from ifsynth.flows.run.stage import Call, Stage
+from ifsynth.flows.seeds import SeedSource
 from ifsynth.flows.stages.instructions import GenerateInstructions
 from ifsynth.flows.stages.judge import JudgeRelevance, fields
 from ifsynth.flows.stages.rewrite import RewritePassages
 from ifsynth.schemas.answers import NegationJudgement, TwoSentenceInstruction
 from ifsynth.schemas.config import InfoSearchParams, RecipeParams
 from ifsynth.schemas.records import ItemRecord
+
+
+def seed_sources(seeds: str, params: RecipeParams) -> list[SeedSource]:
+    """One source per dimension: its own seeds, else the run's."""
+    assert isinstance(params, InfoSearchParams)
+    return [dimension_source(seeds, params.dimension_specs[name], name) for name in params.dimensions]
 
 
 def seed_to_rewrite(p: InfoSearchParams, item: ItemRecord) -> bool:

@@ -1,0 +1,122 @@
+"""Bad inputs a user can give are refused in one line before any request reaches the endpoint, and before
+the warehouse is touched: faulty seed folders, prompt overlays and config values."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import REPO, cli
+from tests.fake_openai import FakeOpenAI
+
+DEMO = REPO / "flows" / "demo_seeds"
+
+
+def seeds(tmp_path: Path, change: Callable[[Path], None]) -> list[str]:
+    root = tmp_path / "seeds"
+    shutil.copytree(DEMO, root, ignore=shutil.ignore_patterns("infosearch"))
+    change(root)
+    return ["--seeds", f"beir:{root}"]
+
+
+def rows(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def write_rows(path: Path, data: list[dict]) -> None:
+    path.write_text("".join(json.dumps(r) + "\n" for r in data))
+
+
+def edit_first(name: str, **fields: object) -> Callable[[Path], None]:
+    def change(root: Path) -> None:
+        data = rows(root / name)
+        data[0].update(fields)
+        write_rows(root / name, data)
+
+    return change
+
+
+def duplicate_passage(root: Path) -> None:
+    data = rows(root / "corpus.jsonl")
+    write_rows(root / "corpus.jsonl", [*data, data[3]])
+
+
+def overlay(tmp_path: Path, files: dict[str, str | Path]) -> list[str]:
+    root = tmp_path / "prompts"
+    for name, content in files.items():
+        path = root / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if isinstance(content, Path):
+            os.symlink(content, path)
+        else:
+            path.write_text(content)
+    return ["--prompts-dir", str(root)]
+
+
+REWRITE = (REPO / "prompts" / "instructir" / "rewrite.j2").read_text()
+SYSTEM = "{% block system %}x{% endblock %}"
+TARGET = "instructir/rewrite.j2"
+QRELS = Path("qrels") / "test.tsv"
+CASES: dict[str, tuple[Callable[[Path], list[str]], str]] = {
+    "duplicate passage id": (lambda t: seeds(t, duplicate_passage), "_id `dp004` appears twice"),
+    "null passage text": (
+        lambda t: seeds(t, edit_first("corpus.jsonl", text=None)),
+        "corpus.jsonl line 1: the passage `dp001` has no text",
+    ),
+    "null query id": (
+        lambda t: seeds(t, edit_first("queries.jsonl", _id=None)),
+        "queries.jsonl line 1: the query has no _id",
+    ),
+    "id with a tab": (lambda t: seeds(t, edit_first("queries.jsonl", _id="dq\t01")), "holds whitespace"),
+    "empty corpus": (
+        lambda t: seeds(t, lambda r: (r / "corpus.jsonl").write_text("")),
+        "corpus.jsonl holds no passage",
+    ),
+    "qrels to an unknown passage": (
+        lambda t: seeds(t, lambda r: (r / QRELS).open("a").write("dq01\tnope\t1\n")),
+        "line 50 names passage `nope`, which corpus.jsonl does not hold",
+    ),
+    "qrels without header": (
+        lambda t: seeds(t, lambda r: (r / QRELS).write_text("dq01\tdp001\t1\n")),
+        "line 1 is a judgement, not the header",
+    ),
+    "misspelt overlay": (
+        lambda t: overlay(t, {"instructir/rewrte.j2": REWRITE}),
+        "`instructir/rewrte.j2` replaces no built-in",
+    ),
+    "empty user block": (
+        lambda t: overlay(t, {TARGET: SYSTEM + "{% block user %} {% endblock %}"}),
+        "its `user` block renders to nothing",
+    ),
+    "missing block": (
+        lambda t: overlay(t, {TARGET: "{% block user %}{{ query }}{% endblock %}"}),
+        "has no `{% block system %}`",
+    ),
+    "syntax error": (lambda t: overlay(t, {TARGET: SYSTEM + "{% block user %}{{ query {% endblock %}"}), TARGET),
+    "symlink out of the overlay": (lambda t: overlay(t, {TARGET: Path("/etc/hostname")}), "points outside the folder"),
+    "endpoint not a section": (lambda t: ["--set", "endpoint=3"], "setting `endpoint` must be a section"),
+    "config that never ends": (lambda t: ["--config", "/dev/zero"], "is not a regular file"),
+    "name that is a path": (lambda t: ["--name", "../../x"], "setting `name`"),
+}
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_bad_input_is_refused_before_any_request(case: str, tmp_path: Path) -> None:
+    build, said = CASES[case]
+    extra = build(tmp_path)
+    if "--seeds" not in extra:
+        extra = ["--seeds", "demo", *extra]
+    warehouse = tmp_path / "w.duckdb"
+    with FakeOpenAI() as fake:
+        proc = cli("--warehouse", str(warehouse), "run", "instructir", "--base-url", fake.base_url, "--model", "m",
+                   *extra)  # fmt: skip
+        sent = fake.stats()["requests"]
+    lines = proc.stderr.strip().splitlines()
+    assert proc.returncode != 0 and len(lines) == 1 and lines[0].startswith("error: "), proc.stderr[-1500:]
+    assert said in lines[0]
+    assert sent == 0 and not warehouse.exists()
