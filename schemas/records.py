@@ -76,11 +76,13 @@ class VerdictRecord(Record):
 
 
 class StageCounts(Record):
-    """Every input of a stage ends as passed, rejected, parse_error or failed; ``n_out`` counts outputs."""
+    """Every input of a stage ends as passed, set aside, rejected, parse_error or failed (``n_in`` is their sum);
+    ``n_out`` counts outputs. Set aside: eligible but not drawn (a seed beyond ``--limit``)."""
 
     stage: str
     n_in: int = 0
     n_out: int = 0
+    set_aside: int = 0
     rejected: int = 0
     parse_error: int = 0
     failed: int = 0

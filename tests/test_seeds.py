@@ -124,7 +124,7 @@ def test_selection_bands_one_positive_and_a_stable_sample(tmp_path: Path) -> Non
 
     def chosen(path: Path) -> tuple[set[str], list[dict]]:
         counts, kept, rejected = select(root, path, "passage_band=inside", limit=4)
-        assert (counts.n_in, counts.n_out, counts.rejected) == (20, 4, 11)
+        assert (counts.n_in, counts.n_out, counts.set_aside, counts.rejected) == (20, 4, 5, 11), "every seed counted"
         return kept, rejected
 
     kept, rejected = chosen(tmp_path / "a.duckdb")

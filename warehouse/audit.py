@@ -22,7 +22,8 @@ def runs(warehouse: Warehouse) -> list[dict[str, Any]]:
 def funnel(warehouse: Warehouse, ref: str | None = None) -> dict[str, Any]:
     run = warehouse.run(ref)
     stages = warehouse._sql(
-        'SELECT stage, n_in AS "in", n_out AS out, rejected, parse_error, failed, cached, sent '
+        'SELECT stage, n_in AS "in", n_out AS out, coalesce(set_aside, 0) AS set_aside, rejected, parse_error, '
+        "failed, cached, sent "
         "FROM stage_counts WHERE run_id = ? ORDER BY ord",
         [run.run_id],
     )

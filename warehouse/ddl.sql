@@ -141,3 +141,6 @@ CREATE TABLE IF NOT EXISTS llm_batches (
     status      VARCHAR NOT NULL,  -- submitted | ingested | failed
     created_at  TIMESTAMP NOT NULL
 );
+
+-- Inputs a stage left aside without judging them (eligible seeds beyond --limit), so every funnel row adds up.
+ALTER TABLE stage_counts ADD COLUMN IF NOT EXISTS set_aside INTEGER DEFAULT 0;

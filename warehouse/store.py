@@ -476,7 +476,8 @@ class Warehouse:
     def record_stage(self, run_id: str, ord_: int, counts: StageCounts) -> None:
         self.flush()
         self._execute(
-            "INSERT OR REPLACE INTO stage_counts VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            "INSERT OR REPLACE INTO stage_counts (run_id, stage, ord, n_in, n_out, rejected, parse_error, failed, "
+            "cached, sent, set_aside) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             [
                 run_id,
                 counts.stage,
@@ -488,6 +489,7 @@ class Warehouse:
                 counts.failed,
                 counts.cached,
                 counts.sent,
+                counts.set_aside,
             ],
         )
 

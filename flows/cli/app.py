@@ -208,15 +208,14 @@ def funnel(ctx: typer.Context, run_ref: RunArg = None, as_json: JsonFlag = False
 
 
 def _print_funnel(report: dict[str, Any]) -> None:
-    table = Table(Column("stage", no_wrap=True), "in", "out", "rejected", "parse error", "failed", "cached", "sent")
+    columns = ("in", "out", "set_aside", "rejected", "parse_error", "failed", "cached", "sent")
+    table = Table(Column("stage", no_wrap=True), *(c.replace("_", " ") for c in columns))
     for s in report["stages"]:
-        table.add_row(
-            s["stage"], *(str(s[k]) for k in ("in", "out", "rejected", "parse_error", "failed", "cached", "sent"))
-        )
+        table.add_row(s["stage"], *(str(s[k]) for k in columns))
         for j in s.get("judges", []):
             share = "" if j["yield"] is None else f" ({j['yield']:.0%})"
             name = j["judge"].removeprefix("llm:").replace("negative_", "neg. ")
-            table.add_row(f" {name}", str(j["judged"]), f"{j['passed']}{share}", str(j["rejected"]), "", "")
+            table.add_row(f" {name}", str(j["judged"]), f"{j['passed']}{share}", "", str(j["rejected"]), "", "")
         if s.get("judges") and s["in"]:
             table.add_row(" all three" if len(s["judges"]) == 3 else " all", str(s["in"]),
                           f"{s['out']} ({s['out'] / s['in']:.0%})", "", "", "")  # fmt: skip

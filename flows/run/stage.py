@@ -15,7 +15,7 @@ from abc import ABC, abstractmethod
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Generic, Self, TypeVar
+from typing import Any, Generic, Literal, Self, TypeVar
 
 from ifsynth.flows.llm import loop
 from ifsynth.flows.llm.gateway import Gateway
@@ -35,7 +35,7 @@ _STATUS: dict[Decision, ItemStatus] = {"reject": "rejected", "parse_error": "par
 class Outcome:
     """What became of one input: its decision, the items it produced and the verdicts about it."""
 
-    decision: Decision
+    decision: Decision | Literal["set_aside"]
     items: list[ItemRecord] = field(default_factory=list)
     verdicts: list[VerdictRecord] = field(default_factory=list)
     n_out: int | None = None
@@ -108,7 +108,9 @@ class StageWriter:
         """Record one input's outcome; a judged input that did not pass takes the matching status."""
         self.counts["n_in"] += 1
         self.counts["n_out"] += outcome.n_out if outcome.n_out is not None else len(outcome.items)
-        if outcome.decision != "pass":
+        if outcome.decision == "set_aside":
+            self.counts["set_aside"] += 1
+        elif outcome.decision != "pass":
             self.counts[outcome.decision if outcome.decision != "reject" else "rejected"] += 1
             if input_id is not None:
                 self._status[_STATUS[outcome.decision]].append(input_id)

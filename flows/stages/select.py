@@ -71,7 +71,9 @@ def select_seeds(ctx: RunContext, order: int, *, stage: str) -> StageCounts:
     for pair in eligible:
         seed_id = item_id("seed", [], pair.query.query_id)
         picked = pair.query.query_id in chosen
-        writer.add(seed_id, Outcome("pass", items=[_item(writer, seed_id, pair, "ok")] if picked else []))
+        writer.add(
+            seed_id, Outcome("pass", items=[_item(writer, seed_id, pair, "ok")]) if picked else Outcome("set_aside")
+        )
     return writer.close()
 
 

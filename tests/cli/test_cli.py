@@ -86,8 +86,11 @@ def test_run_writes_a_consistent_beir_folder(first: dict[str, Any]) -> None:
     assert funnel["llm_calls"]["sent"] == first["requests"]
     for stage in funnel["stages"]:
         assert set(stage) >= {"stage", "in", "out", "rejected", "parse_error", "failed"}
-        if stage["stage"] not in ("select", "instructions", "rewrite"):
-            assert stage["in"] == stage["out"] + stage["rejected"] + stage["parse_error"] + stage["failed"]
+        unaccepted = stage["set_aside"] + stage["rejected"] + stage["parse_error"] + stage["failed"]
+        if stage["stage"] not in ("instructions", "rewrite"):  # these make several outputs per input
+            assert stage["in"] == stage["out"] + unaccepted, stage
+    select = funnel["stages"][0]
+    assert select["stage"] == "select" and select["set_aside"] > 0, "--limit 12 leaves eligible seeds aside"
     assert "README.md" in files(beir) and "Yield per stage" in (beir / "README.md").read_text()
 
 
