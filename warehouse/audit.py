@@ -13,7 +13,8 @@ def runs(warehouse: Warehouse) -> list[dict[str, Any]]:
     rows = warehouse._sql(
         "SELECT r.run_id, r.name, r.recipe, r.status, r.started_at, r.ended_at, "
         "(SELECT count(DISTINCT q.query_id) FROM release_queries q JOIN releases s ON q.release = s.name "
-        " WHERE s.run_id = r.run_id) AS accepted "
+        " WHERE s.run_id = r.run_id) AS accepted, "
+        "(SELECT sum(c.cost) FROM llm_calls c WHERE c.run_id = r.run_id) AS cost_usd "
         "FROM runs r ORDER BY r.started_at"
     )
     return [{**row, "status": warehouse.shown_status(row["status"])} for row in rows]

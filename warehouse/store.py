@@ -591,6 +591,11 @@ class Warehouse:
             [release, mode],
         )
 
+    def release_card(self, run_id: str) -> str | None:
+        """The card (JSON text) of the release a run made, if it made one."""
+        rows = self._sql("SELECT card FROM releases WHERE run_id = ?", [run_id])
+        return rows[0]["card"] if rows else None
+
     def release_top_ranked(self, release: str) -> list[dict[str, Any]]:
         """The candidate pool of a reranking release, one row per (mode, query, document); none elsewhere."""
         return self._sql("SELECT mode, query_id, doc_id FROM release_top_ranked WHERE release = ?", [release])

@@ -19,8 +19,16 @@ import typer
 from rich.console import Console
 from rich.table import Column, Table
 
-from ifsynth.schemas.errors import BudgetExhausted, ConfigError, IfsynthError, Interrupted, RunInterrupted
+from ifsynth.schemas.errors import (
+    BudgetExhausted,
+    ConfigError,
+    IfsynthError,
+    Interrupted,
+    RunInterrupted,
+    WarehouseInUse,
+)
 from ifsynth.warehouse import audit as audit_queries
+from ifsynth.warehouse import live
 from ifsynth.warehouse.export import FORMATS, release_for
 from ifsynth.warehouse.export import export as export_release
 from ifsynth.warehouse.export_infir import ANCHOR_ORDERS
@@ -72,6 +80,19 @@ def main_options(
 
 def _open(ctx: typer.Context, *, read_only: bool = True) -> Warehouse:
     return Warehouse(ctx.obj.path, read_only=read_only, memory_limit=ctx.obj.memory_limit)
+
+
+def _read(ctx: typer.Context, query: str, **args: Any) -> Any:
+    """A read query (runs, funnel, audit, show) on the warehouse file, or, while a run holds the file, on the
+    process that writes it."""
+    try:
+        with _open(ctx) as warehouse:
+            return live.QUERIES[query](warehouse, **args)
+    except WarehouseInUse:
+        answer = live.ask(ctx.obj.path, query, **args)
+        if answer is None:
+            raise
+        return answer
 
 
 def _json(value: Any) -> None:
@@ -140,10 +161,10 @@ def run(
 
 
 def _run_and_report(ctx: typer.Context, settings: Any, *, as_json: bool) -> str:
-    from ifsynth.flows.cli.progress import RichProgress
+    from ifsynth.flows.cli.progress import progress_for
     from ifsynth.flows.run.runner import execute
 
-    with RichProgress(err) as progress:
+    with progress_for(err) as progress:
         try:
             started = execute(settings, ctx.obj.path, progress, memory_limit=ctx.obj.memory_limit)
         except KeyboardInterrupt as exc:  # typer would turn it into a bare exit 130
@@ -181,16 +202,16 @@ def demo(
 @app.command()
 def runs(ctx: typer.Context, as_json: JsonFlag = False) -> None:
     """List the runs in the warehouse."""
-    with _open(ctx) as warehouse:
-        rows = audit_queries.runs(warehouse)
+    rows = _read(ctx, "runs")
     if as_json:
         _json(rows)
         return
-    table = Table(Column("run", no_wrap=True), "name", "recipe", "status", "started", "accepted")
+    table = Table(Column("run", no_wrap=True), "name", "recipe", "status", "started", "accepted", "cost")
     for r in rows:
         name = "" if r["name"] == r["run_id"] else r["name"]
+        cost = "" if r["cost_usd"] is None else f"${r['cost_usd']:.4f}"
         table.add_row(
-            r["run_id"], name, r["recipe"], r["status"], f"{r['started_at']:%Y-%m-%d %H:%M}", str(r["accepted"])
+            r["run_id"], name, r["recipe"], r["status"], f"{r['started_at']:%Y-%m-%d %H:%M}", str(r["accepted"]), cost
         )
     out.print(table)
 
@@ -198,13 +219,15 @@ def runs(ctx: typer.Context, as_json: JsonFlag = False) -> None:
 @app.command()
 def funnel(ctx: typer.Context, run_ref: RunArg = None, as_json: JsonFlag = False) -> None:
     """How many items each stage took in, kept, rejected, failed to parse or lost."""
-    with _open(ctx) as warehouse:
-        report = audit_queries.funnel(warehouse, run_ref)
+    report = _read(ctx, "funnel", ref=run_ref)
     if as_json:
         _json(report)
     else:
         out.print(f"run {report['run']} ({report['recipe']}, {report['status']})")
         _print_funnel(report)
+        now = report.get("in_progress")
+        if now:
+            out.print(f"in progress: {now['stage']} {now['done']}/{now['total']}")
 
 
 def _print_funnel(report: dict[str, Any]) -> None:
@@ -225,6 +248,7 @@ def _print_funnel(report: dict[str, Any]) -> None:
         f"accepted {report['accepted']}; LLM calls: {calls['sent']} sent, {calls['cached']} from cache, "
         f"{calls['failed']} failed attempts; "
         f"tokens {report['tokens']['prompt']} in / {report['tokens']['completion']} out"
+        + (f"; cost ${report['cost_usd']:.4f}" if report.get("cost_usd") is not None else "")
     )
 
 
@@ -240,8 +264,7 @@ def audit(
     as_json: JsonFlag = False,
 ) -> None:
     """Items and the verdict that decided each; by default every item that did not make it."""
-    with _open(ctx) as warehouse:
-        rows = audit_queries.audit(warehouse, run_ref, stage=stage, status=status, limit=limit or None)
+    rows = _read(ctx, "audit", ref=run_ref, stage=stage, status=status, limit=limit or None)
     if as_json:
         _json(rows)
         return
@@ -269,8 +292,7 @@ def show(
     as_json: JsonFlag = False,
 ) -> None:
     """An item, its lineage, its verdicts and every LLM call behind them."""
-    with _open(ctx) as warehouse:
-        report = audit_queries.show(warehouse, item, run_ref)
+    report = _read(ctx, "show", item=item, ref=run_ref)
     if as_json:
         _json(report)
         return

@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 from ifsynth.flows.llm.limits import Budget
 from ifsynth.flows.run.registry import recipe
@@ -47,6 +47,33 @@ class NoProgress:
 
     def finish(self, stage: str, counts: StageCounts) -> None:
         pass
+
+
+class Tracker:
+    """A Progress that remembers the stage in progress, for readers of a live run, and passes everything on."""
+
+    def __init__(self, inner: Progress) -> None:
+        self.inner = inner
+        self.stage: str | None = None
+        self.done = self.total = 0
+
+    def note(self, message: str) -> None:
+        self.inner.note(message)
+
+    def start(self, stage: str, total: int) -> None:
+        self.stage, self.done, self.total = stage, 0, total
+        self.inner.start(stage, total)
+
+    def advance(self, stage: str, n: int = 1) -> None:
+        self.done += n
+        self.inner.advance(stage, n)
+
+    def finish(self, stage: str, counts: StageCounts) -> None:
+        self.stage = None
+        self.inner.finish(stage, counts)
+
+    def snapshot(self) -> dict[str, Any] | None:
+        return None if self.stage is None else {"stage": self.stage, "done": self.done, "total": self.total}
 
 
 @dataclass

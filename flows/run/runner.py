@@ -13,15 +13,17 @@ from typing import Any
 
 from ifsynth.flows.llm.limits import Budget
 from ifsynth.flows.llm.route import endpoint_summaries, public_url
-from ifsynth.flows.run.context import NoProgress, Progress, RunContext, activate, deactivate, recorded
+from ifsynth.flows.run.context import NoProgress, Progress, RunContext, Tracker, activate, deactivate, recorded
 from ifsynth.flows.run.prefect_api import prefect_api
 from ifsynth.flows.run.registry import recipe
 from ifsynth.flows.run.signals import stoppable
+from ifsynth.flows.run.tasks import labelled
 from ifsynth.prompts.registry import Prompts
 from ifsynth.schemas.config import RunConfig
 from ifsynth.schemas.errors import ConfigError, RunFailed
 from ifsynth.schemas.records import RunRecord, StageCounts
 from ifsynth.warehouse.keys import canonical, sha256
+from ifsynth.warehouse.live import LiveServer
 from ifsynth.warehouse.store import Warehouse
 
 # Prefect with no server starts a temporary one; these keep it quiet, offline and free of result caching.
@@ -120,10 +122,13 @@ def _drive(
             )
         )
         budget = Budget(config.max_calls, config.max_cost)
-        activate(RunContext.build(run_id, config, warehouse, progress, budget))
+        tracker = Tracker(progress or NoProgress())
+        activate(RunContext.build(run_id, config, warehouse, tracker, budget))
         try:
-            with recorded(warehouse, run_id):
-                stages = flow(run_id, str(warehouse_path))
+            models = {config.model_for("generator"), config.model_for("judge")}
+            labels, labelled_flow = labelled(flow, config.recipe, name, config.seeds, models)
+            with LiveServer(warehouse, tracker.snapshot), recorded(warehouse, run_id), labels:
+                stages = labelled_flow(run_id, str(warehouse_path))
                 _check_failures(warehouse, run_id, stages, config.max_failure_share)
         finally:
             deactivate(run_id)

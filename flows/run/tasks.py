@@ -6,12 +6,20 @@ records parameters; no key is ever one) and finds the rest in the run's context.
 
 from __future__ import annotations
 
-from prefect import task
+import json
+import re
+from collections.abc import Callable
+from typing import Any
+
+from prefect import tags, task
+from prefect.artifacts import create_markdown_artifact, create_table_artifact
 
 from ifsynth.flows.run.context import attach, context
 from ifsynth.flows.run.registry import recipe
 from ifsynth.flows.run.signals import stoppable
 from ifsynth.schemas.records import StageCounts
+from ifsynth.warehouse import audit
+from ifsynth.warehouse.export import card_markdown
 
 
 @task
@@ -26,4 +34,28 @@ def run_stages(run_id: str, warehouse: str) -> list[StageCounts]:
     run, its context is rebuilt from ``warehouse`` first."""
     with stoppable(), attach(run_id, warehouse) as ctx:
         stages = recipe(ctx.recipe).stages(ctx.params)
-        return [run_stage.with_options(name=stage.name)(run_id, order) for order, stage in enumerate(stages, 1)]
+        counts = [run_stage.with_options(name=stage.name)(run_id, order) for order, stage in enumerate(stages, 1)]
+        _publish(ctx.warehouse, run_id)
+        return counts
+
+
+def labelled(flow: Callable[..., Any], recipe_name: str, run_name: str, seeds: str, models: set[str]) -> Any:
+    """The flow as Prefect's UI lists it: its run named ``<recipe>/<run name>``, tagged with the recipe, the
+    seeds and the models (never a key: none is a parameter, a name or a tag)."""
+    labels = tags(recipe_name, f"seeds:{seeds}", *(f"model:{m}" for m in sorted(models)))
+    return labels, flow.with_options(flow_run_name=f"{recipe_name}/{run_name}")  # type: ignore[attr-defined]
+
+
+def _publish(warehouse: Any, run_id: str) -> None:
+    """The funnel as a table artifact and the release's card as a markdown one, on the flow run."""
+    report = audit.funnel(warehouse, run_id)
+    key = re.sub(r"[^a-z0-9-]+", "-", report["name"].lower()).strip("-") or "run"
+    columns = ("stage", "in", "out", "set_aside", "rejected", "parse_error", "failed", "cached", "sent")
+    create_table_artifact(
+        key=f"{key}-funnel",
+        table=[{c: stage[c] for c in columns} for stage in report["stages"]],
+        description=f"Funnel of run {run_id}: accepted {report['accepted']}",
+    )
+    card = warehouse.release_card(run_id)
+    if card is not None:
+        create_markdown_artifact(key=f"{key}-card", markdown=card_markdown(json.loads(card), "beir"))

@@ -228,6 +228,37 @@ def test_killed_run_resumes_within_the_concurrency_bound(
     assert files(out) == files(first["root"] / "beir")
 
 
+def test_a_running_run_can_be_watched_from_another_process(server: FakeOpenAI, tmp_path: Path) -> None:
+    warehouse = tmp_path / "w.duckdb"
+    server.reset()
+    server.configure(latency=2.0)  # a run of about half a minute
+    try:
+        child = subprocess.Popen(
+            [sys.executable, "-m", "ifsynth.flows.cli", *run_args(server, warehouse)],
+            cwd=REPO, env=os.environ.copy(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        )  # fmt: skip
+        deadline = time.monotonic() + 120
+        while server.stats()["requests"] < 20:
+            assert child.poll() is None and time.monotonic() < deadline
+            time.sleep(0.05)
+        seen = []
+        for _ in range(2):
+            asked = time.monotonic()
+            funnel = as_json(cli("--warehouse", str(warehouse), "funnel", "--json"))
+            runs = as_json(cli("--warehouse", str(warehouse), "runs", "--json"))
+            assert time.monotonic() - asked < 10, "two commands, each answered within 5 s"
+            assert funnel["status"] == "running" and [r["status"] for r in runs] == ["running"]
+            seen.append((funnel["llm_calls"]["sent"], funnel["in_progress"]))
+            time.sleep(2.5)
+        assert seen[1][0] > seen[0][0], f"the counts grow while the run writes: {seen}"
+        assert seen[0][1] is not None and seen[0][1]["total"] > 0
+        assert child.wait(timeout=120) == 0
+    finally:
+        server.configure(latency=0.01)
+    assert not (tmp_path / "w.duckdb.live").exists(), "the run's answering address goes with it"
+    assert as_json(cli("--warehouse", str(warehouse), "runs", "--json"))[0]["status"] == "completed"
+
+
 def prefect_servers_of(pid: int) -> list[int]:
     """Processes of the temporary Prefect server that the run ``pid`` started (its command line names it)."""
     found = []

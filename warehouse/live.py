@@ -1,0 +1,146 @@
+"""Reading a warehouse while a run writes it.
+
+DuckDB lets one process open a database file for writing and no other process open it at all meanwhile,
+so ``runs``, ``funnel``, ``audit`` and ``show`` from another shell would be refused for the hours a run
+takes. Instead the writing process answers them: it serves those four read queries on a loopback port,
+named with a random token in ``<warehouse>.live`` (readable by its owner only), and a reader that finds the
+file locked asks there. The answers come from the writer's own connection, so they are as fresh as its
+last flush (``FLUSH_SECONDS``); the server costs the writer nothing until it is asked.
+"""
+
+from __future__ import annotations
+
+import http.server
+import json
+import os
+import secrets
+import threading
+import urllib.error
+import urllib.request
+from collections.abc import Callable
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from ifsynth.schemas.errors import IfsynthError, WarehouseError
+from ifsynth.warehouse import audit
+from ifsynth.warehouse.store import Warehouse
+
+QUERIES: dict[str, Callable[..., Any]] = {
+    "runs": audit.runs,
+    "funnel": audit.funnel,
+    "audit": audit.audit,
+    "show": audit.show,
+}
+TIMEOUT = 5.0
+
+
+def live_file(path: str | Path) -> Path:
+    path = Path(path)
+    return path.with_name(path.name + ".live")
+
+
+class LiveServer:
+    """The writer's side: serves QUERIES over ``warehouse`` while the block runs; ``now`` adds the state of
+    the stage in progress to a funnel (done and total so far)."""
+
+    def __init__(self, warehouse: Warehouse, now: Callable[[], dict[str, Any]] | None = None) -> None:
+        self.warehouse, self.now = warehouse, now
+        self.token = secrets.token_hex(16)
+        self.file = live_file(warehouse.path)
+        self._server: http.server.ThreadingHTTPServer | None = None
+
+    def __enter__(self) -> LiveServer:
+        serving = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                if self.headers.get("x-token") != serving.token:
+                    return self._reply(403, {"error": "wrong token"})
+                try:
+                    asked = json.loads(self.rfile.read(int(self.headers.get("content-length") or 0)))
+                    self._reply(200, serving.answer(asked["query"], asked.get("args") or {}))
+                except IfsynthError as exc:
+                    self._reply(400, {"error": str(exc)})
+                except (ValueError, KeyError, TypeError) as exc:
+                    self._reply(400, {"error": f"bad request: {exc}"})
+
+            def _reply(self, status: int, body: Any) -> None:
+                data = json.dumps(body, default=_jsonable, ensure_ascii=False).encode()
+                self.send_response(status)
+                self.send_header("content-type", "application/json")
+                self.send_header("content-length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def log_message(self, *_: Any) -> None:
+                pass
+
+        self._server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._server.daemon_threads = True
+        threading.Thread(target=self._server.serve_forever, name="ifsynth-live", daemon=True).start()
+        where = {"pid": os.getpid(), "port": self._server.server_address[1], "token": self.token}
+        staged = self.file.with_name(self.file.name + ".tmp")
+        staged.write_text(json.dumps(where))
+        staged.chmod(0o600)
+        staged.replace(self.file)
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.file.unlink(missing_ok=True)
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+            self._server = None
+
+    def answer(self, query: str, args: dict[str, Any]) -> Any:
+        if query not in QUERIES:
+            raise WarehouseError(f"unknown live query `{query}`")
+        result = QUERIES[query](self.warehouse, **args)
+        if query == "funnel" and self.now is not None:
+            result["in_progress"] = self.now()
+        return result
+
+
+def ask(path: str | Path, query: str, **args: Any) -> Any | None:
+    """The answer of the process writing ``path``; None when no live writer serves it (no file, or a file
+    left by a process that died)."""
+    file = live_file(path)
+    try:
+        where = json.loads(file.read_text())
+    except (OSError, ValueError):
+        return None
+    request = urllib.request.Request(
+        f"http://127.0.0.1:{where['port']}/",
+        data=json.dumps({"query": query, "args": args}).encode(),
+        headers={"x-token": where["token"], "content-type": "application/json"},
+        method="POST",
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=TIMEOUT) as reply:
+            return _revive(json.loads(reply.read()))
+    except urllib.error.HTTPError as exc:
+        said = json.loads(exc.read() or b"{}").get("error", f"the running process answered {exc.code}")
+        raise WarehouseError(said) from None
+    except OSError:
+        return None
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, datetime):
+        return value.isoformat()
+    if hasattr(value, "model_dump"):
+        return value.model_dump(mode="json")
+    return str(value)
+
+
+def _revive(value: Any) -> Any:
+    """Timestamps back to datetimes (``*_at`` keys), so answers print like those read from the file."""
+    if isinstance(value, list):
+        return [_revive(v) for v in value]
+    if isinstance(value, dict):
+        return {
+            k: datetime.fromisoformat(v) if k.endswith("_at") and isinstance(v, str) else _revive(v)
+            for k, v in value.items()
+        }
+    return value
