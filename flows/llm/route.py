@@ -22,12 +22,12 @@ import openai
 
 from ifsynth.flows.llm.breaker import Breaker
 from ifsynth.flows.llm.limits import AdaptiveLimit, RateLimit
-from ifsynth.flows.llm.local_model import LOCAL_BASE_URL, LocalModelTransport
+from ifsynth.flows.llm.local_model import LOCAL_BASE_URL, LocalModelTransport, installed
 from ifsynth.flows.llm.requests import Ask
 from ifsynth.flows.llm.retry import ReplyRejected
 from ifsynth.schemas.answers import Answer, strict_schema
 from ifsynth.schemas.config import Endpoint, RunConfig
-from ifsynth.schemas.errors import LogprobsUnsupported
+from ifsynth.schemas.errors import EndpointDown, LogprobsUnsupported
 
 # Hosts whose strict mode takes only a subset of JSON Schema (no string lengths); checked locally instead.
 STRICT_SUBSET_HOSTS = ("openai.com", "openai.azure.com")
@@ -127,6 +127,44 @@ def endpoint_summaries(config: RunConfig) -> dict[str, dict[str, str]]:
         }
         for role in ("generator", "judge")
     }
+
+
+def preflight(endpoint: Endpoint, notify: Callable[[str], None] = lambda _: None) -> None:
+    """Before Prefect starts and before any chat request: the embedded model is installed, or the endpoint can
+    be reached and takes the key (``GET /models``). Anything else it answers (no /models, a redirect, a
+    proxy's page) is left to the run, whose breaker judges real requests."""
+    if endpoint.base_url == LOCAL_BASE_URL:
+        installed()
+        return
+    key = sendable_key(endpoint.base_url, endpoint.api_key_env, notify)
+    where = public_url(endpoint.base_url)
+    client = openai.OpenAI(
+        base_url=_bare(endpoint.base_url),
+        api_key=key or "none",
+        default_query=dict(parse_qsl(urlsplit(endpoint.base_url).query)) or None,
+        default_headers=_basic_auth(endpoint.base_url) if key is None else None,
+        max_retries=0,
+        timeout=min(endpoint.timeout, 15.0),
+        http_client=openai.DefaultHttpxClient(follow_redirects=False),
+    )
+    try:
+        client.models.list()
+    except (openai.AuthenticationError, openai.PermissionDeniedError) as exc:
+        raise EndpointDown(
+            f"endpoint {where} answered {exc.status_code}: check the key in {endpoint.api_key_env} "
+            "(and that it may use this model)"
+        ) from None
+    except openai.APITimeoutError:
+        pass  # slow to list models is not down; the run's own timeouts decide
+    except openai.APIConnectionError as exc:
+        said = scrub(" ".join(str(exc.__cause__ or exc).split()), [key or "", *url_secrets(endpoint.base_url)])
+        raise EndpointDown(
+            f"endpoint {where} cannot be reached ({said[:160]}): check --base-url and that the server is up"
+        ) from None
+    except Exception:  # servers without /models, or whatever else: the run's breaker decides
+        pass
+    finally:
+        client.close()
 
 
 class Route:

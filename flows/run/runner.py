@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from ifsynth.flows.llm.limits import Budget
-from ifsynth.flows.llm.route import endpoint_summaries, public_url
+from ifsynth.flows.llm.route import endpoint_summaries, preflight, public_url
 from ifsynth.flows.run.context import NoProgress, Progress, RunContext, Tracker, activate, deactivate, recorded
 from ifsynth.flows.run.prefect_api import prefect_api
 from ifsynth.flows.run.registry import recipe
@@ -82,6 +82,8 @@ def execute(
         prompts.check(name)  # a missing, broken or empty template fails here, before any call
     for source in chosen.seed_sources(config.seeds, params):
         source.check()  # a faulty seed source fails here, before the warehouse is touched
+    for endpoint in {config.endpoint_for("generator"), config.endpoint_for("judge")}:
+        preflight(endpoint, (progress or NoProgress()).note)
     for key, value in PREFECT_DEFAULTS.items():
         os.environ.setdefault(key, value)
     flow = chosen.flow()

@@ -52,15 +52,30 @@ def test_an_endpoint_that_cannot_serve_the_run_stops_it_in_one_line(
         hits = len(endpoint.hits)
     assert code == 4 and took < 30
     assert len(errors) == 1 and said in errors[0], errors
-    assert errors[0].endswith("the run stopped, and continues when rerun")
     assert hits <= 16 + 10, "nothing is retried, and the run stops at once"  # the bound in flight, then a streak
+    if status in (401, 403):  # refused already when the run looks at the endpoint, before it starts
+        assert not (tmp_path / "w.duckdb").exists()
+        return
+    assert errors[0].endswith("the run stopped, and continues when rerun")
     assert status_of(tmp_path / "w.duckdb") == "failed"
 
 
 def test_a_closed_port_is_named_at_once(tmp_path: Path) -> None:
-    code, errors, took = run(f"http://127.0.0.1:{free_port()}/v1", tmp_path / "w.duckdb")
-    assert code == 4 and took < 30
-    assert len(errors) == 1 and "cannot be reached" in errors[0] and "check --base-url" in errors[0]
+    proc = cli("--warehouse", str(tmp_path / "w.duckdb"), "run", "instructir", "--seeds", "demo",
+               "--base-url", f"http://127.0.0.1:{free_port()}/v1", "--model", "m")  # fmt: skip
+    assert proc.returncode == 4 and len(proc.stderr.strip().splitlines()) == 1
+    assert "cannot be reached" in proc.stderr and "check --base-url" in proc.stderr
+    assert not (tmp_path / "w.duckdb").exists(), "found before the warehouse is opened"
+
+
+def test_a_key_refused_is_named_before_any_chat_request(tmp_path: Path) -> None:
+    with fixed_reply(401, b'{"error": {"message": "Incorrect API key provided"}}') as endpoint:
+        proc = cli("--warehouse", str(tmp_path / "w.duckdb"), "run", "instructir", "--seeds", "demo",
+                   "--base-url", endpoint.base_url, "--model", "m")  # fmt: skip
+        asked = list(endpoint.hits)
+    assert proc.returncode == 4 and len(proc.stderr.strip().splitlines()) <= 2
+    assert "answered 401: check the key in OPENAI_API_KEY" in proc.stderr
+    assert asked == ["/v1/models"], "one look at the endpoint, nothing retried"
 
 
 def test_a_run_whose_asks_mostly_failed_is_not_completed(tmp_path: Path) -> None:

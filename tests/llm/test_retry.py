@@ -49,3 +49,23 @@ def test_the_server_is_obeyed_up_to_a_cap_else_backoff_grows_with_jitter() -> No
     first, third = pause(None, attempt=1), pause(None, attempt=3)
     assert 1.0 <= first <= 2.0 and 4.0 <= third <= 5.0
     assert pause(None, attempt=30) == MAX_BACKOFF
+
+
+def test_the_breaker_trips_at_once_on_the_key_and_after_a_streak_of_400s() -> None:
+    from ifsynth.flows.llm.breaker import REQUEST_STREAK, Breaker
+    from ifsynth.schemas.errors import EndpointDown
+
+    breaker = Breaker("http://e/v1", "MY_KEY", scrub=lambda text: text.replace("sk-1", "***"))
+    with pytest.raises(EndpointDown, match="answered 401: check the key in MY_KEY"):
+        breaker.failed(status_error(401))
+    with pytest.raises(EndpointDown):
+        breaker.check()  # nothing more goes out
+    streak = Breaker("http://e/v1", "K")
+    for _ in range(REQUEST_STREAK - 1):
+        streak.failed(status_error(400))
+    streak.succeeded()  # one answer in between starts the count again
+    for _ in range(REQUEST_STREAK - 1):
+        streak.failed(status_error(400))
+    with pytest.raises(EndpointDown, match=f"answered 400 to {REQUEST_STREAK} requests in a row"):
+        streak.failed(status_error(400))
+    assert Breaker("http://e/v1", "K").failed(status_error(500)) is None, "a 5xx is the retries' business"
