@@ -17,7 +17,6 @@ from ifsynth.flows.run.context import NoProgress, Progress, RunContext, Tracker,
 from ifsynth.flows.run.prefect_api import prefect_api
 from ifsynth.flows.run.registry import recipe
 from ifsynth.flows.run.signals import stoppable
-from ifsynth.flows.run.tasks import labelled
 from ifsynth.prompts.registry import Prompts
 from ifsynth.schemas.config import RunConfig
 from ifsynth.schemas.errors import ConfigError, RunFailed
@@ -127,6 +126,8 @@ def _drive(
         tracker = Tracker(progress or NoProgress())
         activate(RunContext.build(run_id, config, warehouse, tracker, budget))
         try:
+            from ifsynth.flows.run.tasks import labelled  # imports Prefect: only once PREFECT_DEFAULTS are set
+
             models = {config.model_for("generator"), config.model_for("judge")}
             labels, labelled_flow = labelled(flow, config.recipe, name, config.seeds, models)
             with LiveServer(warehouse, tracker.snapshot), recorded(warehouse, run_id), labels:
