@@ -162,9 +162,12 @@ def run(
 
 def _run_and_report(ctx: typer.Context, settings: Any, *, as_json: bool) -> str:
     from ifsynth.flows.cli.progress import progress_for
+    from ifsynth.flows.llm.route import public_url
     from ifsynth.flows.run.runner import execute
 
     with progress_for(err) as progress:
+        where = public_url(settings.endpoint.base_url)
+        progress.note(f"{settings.recipe}: seeds {settings.seeds}, model {settings.model} at {where}; checking inputs")
         try:
             started = execute(settings, ctx.obj.path, progress, memory_limit=ctx.obj.memory_limit)
         except KeyboardInterrupt as exc:  # typer would turn it into a bare exit 130

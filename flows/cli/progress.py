@@ -49,7 +49,7 @@ class RichProgress:
         self._bars.stop()
 
     def note(self, message: str) -> None:
-        self._bars.console.print(message, markup=False, highlight=False)
+        self._bars.console.print(message, markup=False, highlight=False, soft_wrap=True)
 
     def start(self, stage: str, total: int) -> None:
         if stage in self._tasks:
@@ -85,7 +85,7 @@ class PlainProgress:
         pass
 
     def note(self, message: str) -> None:
-        self.console.print(message, markup=False, highlight=False)
+        self.console.print(message, markup=False, highlight=False, soft_wrap=True)
 
     def start(self, stage: str, total: int) -> None:
         self._stage, self._done, self._total = stage, 0, total
