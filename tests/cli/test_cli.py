@@ -250,8 +250,9 @@ def test_a_running_run_can_be_watched_from_another_process(server: FakeOpenAI, t
         for _ in range(2):
             asked = time.monotonic()
             funnel = as_json(cli("--warehouse", str(warehouse), "funnel", "--json"))
+            answered = time.monotonic()
             runs = as_json(cli("--warehouse", str(warehouse), "runs", "--json"))
-            assert time.monotonic() - asked < 10, "two commands, each answered within 5 s"
+            assert answered - asked < 5 and time.monotonic() - answered < 5, "each answered within 5 s"
             assert funnel["status"] == "running" and [r["status"] for r in runs] == ["running"]
             seen.append((funnel["llm_calls"]["sent"], funnel["in_progress"]))
             time.sleep(2.5)
