@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import signal
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from types import FrameType
@@ -38,6 +39,9 @@ def stoppable() -> Iterator[None]:
     The runner opens one block around the whole run, and the flow opens another inside Prefect's flow engine,
     which installs its own SIGTERM handler (raising ``TerminationSignal``, which a stage's event loop would
     log and ignore)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield  # only the main thread may handle signals; a flow run in a worker thread is stopped by its host
+        return
     outermost = not any(signal.getsignal(s) is _handle for s in SIGNALS)
     if outermost:
         _received.clear()
