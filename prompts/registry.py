@@ -12,7 +12,15 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from jinja2 import ChainableUndefined, ChoiceLoader, FileSystemLoader, PackageLoader, StrictUndefined, TemplateNotFound
+from jinja2 import (
+    ChainableUndefined,
+    ChoiceLoader,
+    FileSystemLoader,
+    PackageLoader,
+    StrictUndefined,
+    Template,
+    TemplateNotFound,
+)
 from jinja2.exceptions import TemplateError
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
@@ -75,15 +83,7 @@ class Prompts:
         """Before a run sends anything: the template parses, has both blocks, and renders (every variable a
         placeholder) to a non-empty user message. A template that cannot render with placeholders (a number
         compared, a list indexed) is left to its stage."""
-        try:
-            template = self._env.get_template(f"{name}.j2")
-        except TemplateNotFound:
-            raise PromptError(f"no template `{name}.j2` (built-in or in --prompts-dir)") from None
-        except TemplateError as exc:
-            raise PromptError(f"template `{name}.j2`: {exc}") from None
-        for role in ROLES:
-            if role not in template.blocks:
-                raise PromptError(f"template `{name}.j2` has no `{{% block {role} %}}`")
+        self._template(name)
         lenient = self._env.overlay(undefined=_Placeholder)
         try:
             sample = lenient.get_template(f"{name}.j2")
@@ -95,21 +95,27 @@ class Prompts:
 
     def render(self, name: str, **variables: Any) -> Rendered:
         """Render both blocks; a missing variable raises before anything is sent."""
+        template = self._template(name)
+        try:
+            context = template.new_context(variables)
+            rendered = ("".join(template.blocks[role](context)).strip() for role in ROLES)
+            messages = [{"role": role, "content": text} for role, text in zip(ROLES, rendered, strict=True) if text]
+        except TemplateError as exc:
+            raise PromptError(f"template `{name}.j2`: {exc}") from None
+        return Rendered(template=name, template_hash=self.hash(name), messages=tuple(messages))
+
+    def _template(self, name: str) -> Template:
+        """The template ``name``, parsed and holding both blocks."""
         try:
             template = self._env.get_template(f"{name}.j2")
-            context = template.new_context(variables)
-            messages = []
-            for role in ROLES:
-                if role not in template.blocks:
-                    raise PromptError(f"template `{name}.j2` has no `{{% block {role} %}}`")
-                text = "".join(template.blocks[role](context)).strip()
-                if text:
-                    messages.append({"role": role, "content": text})
         except TemplateNotFound:
             raise PromptError(f"no template `{name}.j2` (built-in or in --prompts-dir)") from None
         except TemplateError as exc:
             raise PromptError(f"template `{name}.j2`: {exc}") from None
-        return Rendered(template=name, template_hash=self.hash(name), messages=tuple(messages))
+        for role in ROLES:
+            if role not in template.blocks:
+                raise PromptError(f"template `{name}.j2` has no `{{% block {role} %}}`")
+        return template
 
 
 def builtin_templates() -> set[str]:

@@ -11,7 +11,6 @@ import contextlib
 import dataclasses
 import http.server
 import os
-import socket
 import subprocess
 import sys
 import tempfile
@@ -21,6 +20,10 @@ import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+
+from ifsynth.flows.run.prefect_api import free_port
+
+__all__ = ["FixedReply", "fixed_reply", "free_port", "prefect_server", "wait_until_up"]
 
 
 def wait_until_up(url: str, process: subprocess.Popen[Any], what: str, *, seconds: float) -> None:
@@ -34,13 +37,6 @@ def wait_until_up(url: str, process: subprocess.Popen[Any], what: str, *, second
             if process.poll() is not None or time.monotonic() > deadline:
                 raise SystemExit(f"{what} did not start") from None
             time.sleep(0.2)
-
-
-def free_port() -> int:
-    """A loopback port free now, for a server that cannot be told to pick its own."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 @contextlib.contextmanager

@@ -73,17 +73,21 @@ def evaluate(
             f"release `{name}` has no top_ranked pool to rerank; import a FollowIR folder that has one "
             "(top_ranked.jsonl), or leave out --rerank"
         )
+
+    def given(path: Path) -> Run:
+        """A run from a file, cut to the pools when reranking (BM25 ranks only the pools already)."""
+        run = read_run(path)
+        return restrict(run, view.pools) if rerank else run
+
     run: Run
     if options.run_file is not None:
-        run, source = read_run(options.run_file), str(options.run_file)
+        run, source = given(options.run_file), str(options.run_file)
     else:
         run = scoring.bm25_run(warehouse, view, options.depth, rerank=rerank)
         default = Path("runs") / f"{name}.bm25{'-rerank' if rerank else ''}.trec"
         written = write_run(options.out_file or default, run, tag="ifsynth-bm25")
         source = str(written)
         notify(f"BM25 run written to {written}")
-    if rerank:
-        run = restrict(run, view.pools)
     report = {
         **scoring.score(view, run, list(options.references)),
         "run": source,
@@ -94,13 +98,9 @@ def evaluate(
             options.base_url or OPENAI_BASE_URL, options.judge_model or OPENAI_DEFAULT_MODEL, options.structured_output
         )
         bare = (
-            read_run(options.query_run)
+            given(options.query_run)
             if options.query_run
             else scoring.bm25_run(warehouse, view, options.depth, instructions=False, rerank=rerank)
         )
-        report.update(
-            instfol(
-                warehouse, view, run, restrict(bare, view.pools) if rerank else bare, judge, reference=options.reference
-            )
-        )
+        report.update(instfol(warehouse, view, run, bare, judge, reference=options.reference))
     return report

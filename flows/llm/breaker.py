@@ -59,8 +59,9 @@ class Breaker:
                     "400", REQUEST_STREAK, f"answered 400 to {REQUEST_STREAK} requests in a row ({self._said(exc)})"
                 )
             return
-        if rejected(exc) is not None:
-            self._count("not a completion", REQUEST_STREAK, f"sent replies ifsynth refuses ({rejected(exc)})")
+        refusal = rejected(exc)
+        if refusal is not None:
+            self._count("not a completion", REQUEST_STREAK, f"sent replies ifsynth refuses ({refusal})")
             return
         if isinstance(exc, openai.APIConnectionError) and not isinstance(exc, openai.APITimeoutError):
             if not self._answered:

@@ -71,21 +71,26 @@ def scrub(text: str, secrets: list[str]) -> str:
     return text
 
 
-def _bare(url: str) -> str:
-    """The URL the client is given: user and password travel as a header (aiohttp refuses both at once), the
-    query as the client's default query (the SDK would append paths after it)."""
+def _addressing(url: str, key: str | None) -> dict[str, Any]:
+    """How an SDK client reaches ``url``: the bare URL, its query as the client's default query (the SDK would
+    append paths after it), and ``user:password@`` as HTTP Basic auth (aiohttp refuses credentials in the URL
+    beside an Authorization header), sent only when no key is: a key goes as the bearer token, and a request
+    carries one Authorization header."""
     parts = urlsplit(url)
-    return urlunsplit((parts.scheme, parts.netloc.rpartition("@")[2], parts.path, "", ""))
+    headers = None
+    if parts.username is not None and key is None:
+        pair = f"{unquote(parts.username)}:{unquote(parts.password or '')}".encode()
+        headers = {"Authorization": "Basic " + base64.b64encode(pair).decode()}
+    return {
+        "base_url": urlunsplit((parts.scheme, parts.netloc.rpartition("@")[2], parts.path, "", "")),
+        "default_query": dict(parse_qsl(parts.query)) or None,
+        "default_headers": headers,
+    }
 
 
-def _basic_auth(url: str) -> dict[str, str] | None:
-    """``user:password@`` in the base URL as HTTP Basic auth, for an endpoint behind such a proxy (when no
-    key is sent: a key goes as the bearer token, and one request carries one Authorization header)."""
-    parts = urlsplit(url)
-    if parts.username is None:
-        return None
-    pair = f"{unquote(parts.username)}:{unquote(parts.password or '')}".encode()
-    return {"Authorization": "Basic " + base64.b64encode(pair).decode()}
+def _secrets(url: str, key: str | None) -> list[str]:
+    """What error texts about this endpoint must not show: the key sent and the URL's secrets."""
+    return [secret for secret in (key or "", *url_secrets(url)) if len(secret) >= 4]
 
 
 def is_loopback(url: str) -> bool:
@@ -139,10 +144,8 @@ def preflight(endpoint: Endpoint, notify: Callable[[str], None] = lambda _: None
     key = sendable_key(endpoint.base_url, endpoint.api_key_env, notify)
     where = public_url(endpoint.base_url)
     client = openai.OpenAI(
-        base_url=_bare(endpoint.base_url),
+        **_addressing(endpoint.base_url, key),
         api_key=key or "none",
-        default_query=dict(parse_qsl(urlsplit(endpoint.base_url).query)) or None,
-        default_headers=_basic_auth(endpoint.base_url) if key is None else None,
         max_retries=0,
         timeout=min(endpoint.timeout, 15.0),
         http_client=openai.DefaultHttpxClient(follow_redirects=False),
@@ -157,7 +160,7 @@ def preflight(endpoint: Endpoint, notify: Callable[[str], None] = lambda _: None
     except openai.APITimeoutError:
         pass  # slow to list models is not down; the run's own timeouts decide
     except openai.APIConnectionError as exc:
-        said = scrub(" ".join(str(exc.__cause__ or exc).split()), [key or "", *url_secrets(endpoint.base_url)])
+        said = scrub(" ".join(str(exc.__cause__ or exc).split()), _secrets(endpoint.base_url, key))
         raise EndpointDown(
             f"endpoint {where} cannot be reached ({said[:160]}): check --base-url and that the server is up"
         ) from None
@@ -174,7 +177,7 @@ class Route:
         self.endpoint = endpoint
         self.base_url = public_url(endpoint.base_url)
         self.key = sendable_key(endpoint.base_url, endpoint.api_key_env, notify)
-        self.secrets = [s for s in [self.key or "", *url_secrets(endpoint.base_url)] if len(s) >= 4]
+        self.secrets = _secrets(endpoint.base_url, self.key)
         self.limit = AdaptiveLimit(endpoint.concurrency)
         self.rate = RateLimit(endpoint.rpm, endpoint.tpm)
         host = urlsplit(endpoint.base_url).hostname or ""
@@ -199,9 +202,7 @@ class Route:
                     event_hooks={"response": [_guard]},
                 )
             self._client = openai.AsyncOpenAI(
-                base_url=_bare(self.endpoint.base_url),
-                default_query=dict(parse_qsl(urlsplit(self.endpoint.base_url).query)) or None,
-                default_headers=_basic_auth(self.endpoint.base_url) if self.key is None else None,
+                **_addressing(self.endpoint.base_url, self.key),
                 # any key does for the embedded model; a missing one is the endpoint's 401 to report
                 api_key="local" if self.local else self.key or "none",
                 max_retries=0,  # retries are the gateway's: retry.is_transient

@@ -36,7 +36,7 @@ def prefect_api(notify: Callable[[str], None] = lambda _: None) -> Iterator[None
     from prefect.settings import PREFECT_API_URL, temporary_settings
 
     notify("starting Prefect's temporary API server")
-    port = _free_port()
+    port = free_port()
     server = subprocess.Popen(
         [sys.executable, "-m", "ifsynth.flows.run.prefect_api", str(os.getpid()), str(port)],
         env={**os.environ, **SERVER_ENV},
@@ -54,7 +54,8 @@ def prefect_api(notify: Callable[[str], None] = lambda _: None) -> Iterator[None
         _stop(server)
 
 
-def _free_port() -> int:
+def free_port() -> int:
+    """A loopback port free now, for a server that cannot be told to pick its own."""
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         return int(probe.getsockname()[1])

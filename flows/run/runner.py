@@ -70,6 +70,7 @@ def execute(
 ) -> Started:
     """Start the run this config describes, or continue the unfinished one with its fingerprint, and drive
     its recipe's flow in this process."""
+    progress = progress or NoProgress()
     chosen = recipe(config.recipe)
     params = chosen.params.model_validate(config.params)
     if config.max_cost is not None:
@@ -82,11 +83,11 @@ def execute(
     for source in chosen.seed_sources(config.seeds, params):
         source.check()  # a faulty seed source fails here, before the warehouse is touched
     for endpoint in {config.endpoint_for("generator"), config.endpoint_for("judge")}:
-        preflight(endpoint, (progress or NoProgress()).note)
+        preflight(endpoint, progress.note)
     for key, value in PREFECT_DEFAULTS.items():
         os.environ.setdefault(key, value)
     flow = chosen.flow()
-    with stoppable(), prefect_api((progress or NoProgress()).note):
+    with stoppable(), prefect_api(progress.note):
         return _drive(flow, config, prompts, templates, warehouse_path, progress, memory_limit)
 
 
@@ -96,7 +97,7 @@ def _drive(
     prompts: Prompts,
     templates: list[str],
     warehouse_path: str | Path,
-    progress: Progress | None,
+    progress: Progress,
     memory_limit: str | None,
 ) -> Started:
     with Warehouse(warehouse_path, memory_limit=memory_limit) as warehouse:
@@ -123,7 +124,7 @@ def _drive(
             )
         )
         budget = Budget(config.max_calls, config.max_cost)
-        tracker = Tracker(progress or NoProgress())
+        tracker = Tracker(progress)
         activate(RunContext.build(run_id, config, warehouse, tracker, budget))
         try:
             from ifsynth.flows.run.tasks import labelled  # imports Prefect: only once PREFECT_DEFAULTS are set
