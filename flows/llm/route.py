@@ -103,7 +103,8 @@ _said: set[str] = set()
 
 def sendable_key(base_url: str, variable: str, notify: Callable[[str], None]) -> str | None:
     """The key to send to ``base_url``: none over plain http to another machine (it would cross the network
-    in clear); the default variable's key going to a host other than OpenAI's is said once per process."""
+    in clear); the default variable's key going to another machine than OpenAI's is said once per process
+    (on loopback it stays on this machine)."""
     key = api_key(variable)
     if key is None or base_url == LOCAL_BASE_URL:
         return key
@@ -112,7 +113,7 @@ def sendable_key(base_url: str, variable: str, notify: Callable[[str], None]) ->
         _say_once(notify, f"not sending {variable} to {where}: plain http to another machine; use https")
         return None
     host = urlsplit(base_url).hostname or ""
-    if variable == DEFAULT_KEY_ENV and not host.endswith("openai.com"):
+    if variable == DEFAULT_KEY_ENV and not host.endswith("openai.com") and not is_loopback(base_url):
         _say_once(notify, f"sending {variable} to {where}, which is not OpenAI's; set api_key_env to send another")
     return key
 

@@ -71,7 +71,7 @@ def test_a_closed_port_is_named_at_once(tmp_path: Path) -> None:
 def test_a_key_refused_is_named_before_any_chat_request(tmp_path: Path) -> None:
     with fixed_reply(401, b'{"error": {"message": "Incorrect API key provided"}}') as endpoint:
         proc = cli("--warehouse", str(tmp_path / "w.duckdb"), "run", "instructir", "--seeds", "demo",
-                   "--base-url", endpoint.base_url, "--model", "m")  # fmt: skip
+                   "--base-url", endpoint.base_url, "--model", "m", env={"OPENAI_API_KEY": "sk-wrong-key"})  # fmt: skip
         asked = list(endpoint.hits)
     assert proc.returncode == 4 and len(proc.stderr.strip().splitlines()) <= 2
     assert "answered 401: check the key in OPENAI_API_KEY" in proc.stderr

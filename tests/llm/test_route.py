@@ -102,6 +102,7 @@ def test_a_key_is_never_sent_in_clear_to_another_machine(monkeypatch: pytest.Mon
     said: list[str] = []
     assert sendable_key("http://10.0.0.5:8000/v1", "OPENAI_API_KEY", said.append) is None
     assert sendable_key("http://127.0.0.1:8000/v1", "MY_KEY", said.append) == "sk-mine"
+    assert sendable_key("http://127.0.0.1:8000/v1", "OPENAI_API_KEY", said.append) == "sk-abc123"
     assert sendable_key("https://api.openai.com/v1", "OPENAI_API_KEY", said.append) == "sk-abc123"
     assert sendable_key("https://gw.example.com/v1", "OPENAI_API_KEY", said.append) == "sk-abc123"
     assert sendable_key("https://gw.example.com/v1", "OPENAI_API_KEY", said.append) == "sk-abc123"
