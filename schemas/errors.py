@@ -2,10 +2,9 @@
 
     IfsynthError                      exit 1 unless noted; the message says what to do next
     ├── ConfigError                   exit 2  settings that cannot work (flags, --set, a config file)
-    │   └── LogprobsUnsupported       exit 2  log-probabilities asked of an endpoint that has none
     ├── PromptError                           a template missing, unreadable or failing to render
     ├── SeedError                             a seed source that cannot be read
-    ├── LocalModelUnavailable                 the embedded model's extra or weights are not installed
+    ├── LocalModelUnavailable                 the embedded model cannot run: extra, weights or GGUF file
     ├── BudgetExhausted               exit 3  --max-calls or --max-cost reached; the same command continues
     ├── BatchFailed                           the endpoint ended a batch without answers; rerun submits anew
     └── WarehouseError                        the DuckDB file, or what is asked of it
@@ -35,10 +34,6 @@ class ConfigError(IfsynthError):
     exit_code = 2
 
 
-class LogprobsUnsupported(ConfigError):
-    """Token log-probabilities were asked of an endpoint that cannot give them."""
-
-
 class PromptError(IfsynthError):
     """A template that is missing, unreadable, or fails to render."""
 
@@ -48,7 +43,7 @@ class SeedError(IfsynthError):
 
 
 class LocalModelUnavailable(IfsynthError):
-    """The embedded local model cannot run: its optional dependencies or its weights are not installed."""
+    """The embedded local model cannot run: llama.cpp or the weights are not installed, or a GGUF file is bad."""
 
 
 class BudgetExhausted(IfsynthError):

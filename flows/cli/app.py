@@ -49,6 +49,10 @@ err = Console(stderr=True)
 
 JsonFlag = Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")]
 RunArg = Annotated[str | None, typer.Argument(help="Run id or name; the newest run by default.")]
+LocalModel = Annotated[str | None, typer.Option(help="Run this GGUF file offline with the embedded llama.cpp server.")]
+LocalThreads = Annotated[int | None, typer.Option(help="CPU threads of the embedded model (default: all).")]
+LocalParallel = Annotated[int | None, typer.Option(help="Requests the embedded model decodes at once.")]
+LocalCtx = Annotated[int | None, typer.Option(help="Context tokens of the embedded model, shared by its slots.")]
 
 
 @dataclass(frozen=True)
@@ -124,6 +128,10 @@ def run(
         str | None, typer.Option(help="json_schema (OpenAI, vLLM), json_object (llama.cpp) or none.")
     ] = None,
     concurrency: Annotated[int | None, typer.Option(help="Requests in flight at most.")] = None,
+    local_model: LocalModel = None,
+    local_threads: LocalThreads = None,
+    local_parallel: LocalParallel = None,
+    local_ctx: LocalCtx = None,
     prompts_dir: Annotated[str | None, typer.Option(help="Templates that overlay the built-in ones.")] = None,
     config: Annotated[str | None, typer.Option("--config", help="TOML or YAML file of settings.")] = None,
     set_: Annotated[list[str] | None, typer.Option("--set", help="KEY=VALUE, repeatable.")] = None,
@@ -156,6 +164,10 @@ def run(
         judge_model=judge_model,
         structured_output=structured_output,
         concurrency=concurrency,
+        local_model=local_model,
+        local_threads=local_threads,
+        local_parallel=local_parallel,
+        local_ctx=local_ctx,
         prompts_dir=prompts_dir,
         name=name,
         max_calls=max_calls,
@@ -193,15 +205,20 @@ def _run_and_report(ctx: typer.Context, settings: Any, *, as_json: bool) -> str:
 def demo(
     ctx: typer.Context,
     out_dir: Annotated[Path, typer.Option("--out", help="Where the BEIR export goes.")] = Path("exports/demo"),
+    local_model: LocalModel = None,
 ) -> None:
     """The offline demo: the built-in seeds, the embedded local model, a small sizing; then a BEIR export."""
     from ifsynth.flows.cli.demo import DEMO_SETTINGS, demo_config
 
-    settings = demo_config()
-    out.print("[bold]ifsynth demo[/bold]: built-in seeds, embedded local model (SmolLM2-135M), no key, no network")
+    settings = demo_config(local_model)
+    out.print(
+        f"[bold]ifsynth demo[/bold]: built-in seeds, {settings.model} on the embedded llama.cpp server, "
+        "no key, no network"
+    )
     for key, value in DEMO_SETTINGS.items():
         out.print(f"  {key} = {value}")
-    out.print("  (a 135M model writes weak text: this shows the pipeline working, not benchmark-quality data)")
+    if local_model is None:
+        out.print("  (a 135M model writes weak text: this shows the pipeline working, not benchmark-quality data)")
     run_id = _run_and_report(ctx, settings, as_json=False)
     with _open(ctx) as warehouse:
         written = export_release(warehouse, release_for(warehouse, run_id), "beir", out_dir, overwrite=True)
@@ -512,6 +529,9 @@ def evaluate(
         Path | None, typer.Option(help="With --run and --instfol: your model's run over the bare queries.")
     ] = None,
     base_url: Annotated[str | None, typer.Option(help="INSTFOL judge: an OpenAI-compatible endpoint.")] = None,
+    local_model: Annotated[
+        str | None, typer.Option(help="INSTFOL judge: this GGUF file on the embedded llama.cpp server.")
+    ] = None,
     judge_model: Annotated[str | None, typer.Option(help="INSTFOL judge: the model (default gpt-4o-mini).")] = None,
     structured_output: Annotated[
         str, typer.Option(help="INSTFOL judge: json_schema, json_object or none.")
@@ -534,6 +554,7 @@ def evaluate(
             "instfol": instfol,
             "query_run": query_run,
             "base_url": base_url,
+            "local_model": local_model,
             "judge_model": judge_model,
             "structured_output": structured_output,
         }

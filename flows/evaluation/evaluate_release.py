@@ -13,6 +13,7 @@ from ifsynth.flows.evaluation import scoring
 from ifsynth.flows.evaluation.instfol import Judge, instfol
 from ifsynth.flows.evaluation.metrics import REFERENCES, Reference
 from ifsynth.flows.evaluation.retrieval import Run, read_run, restrict, write_run
+from ifsynth.flows.llm.local_model import LOCAL_BASE_URL, model_name, weights
 from ifsynth.flows.llm.route import DEFAULT_KEY_ENV, OPENAI_BASE_URL, OPENAI_DEFAULT_MODEL, api_key
 from ifsynth.schemas.errors import ConfigError
 from ifsynth.warehouse.stats import find_release
@@ -33,6 +34,7 @@ class EvaluateOptions(BaseModel):
     instfol: bool = False
     query_run: Path | None = None
     base_url: str | None = None
+    local_model: str | None = None
     judge_model: str | None = None
     structured_output: Literal["json_schema", "json_object", "none"] = "json_schema"
 
@@ -48,8 +50,13 @@ class EvaluateOptions(BaseModel):
                 raise ConfigError(f"--reference must be one of {', '.join(REFERENCES[1:])}")
         if data.get("instfol") and data.get("run_file") is not None and data.get("query_run") is None:
             raise ConfigError("--instfol with --run also needs --query-run FILE (your run over the bare queries)")
-        if data.get("instfol") and data.get("base_url") is None and api_key(DEFAULT_KEY_ENV) is None:
-            raise ConfigError("--instfol needs a judge: --base-url (and --judge-model), or OPENAI_API_KEY")
+        judges = [data.get("base_url"), data.get("local_model")]
+        if data.get("instfol") and judges == [None, None] and api_key(DEFAULT_KEY_ENV) is None:
+            raise ConfigError(
+                "--instfol needs a judge: --base-url (and --judge-model), --local-model FILE.gguf, or OPENAI_API_KEY"
+            )
+        if None not in judges:
+            raise ConfigError("give one INSTFOL judge: --base-url or --local-model, not both")
         return data
 
     @property
@@ -94,9 +101,15 @@ def evaluate(
         "setting": "rerank top_ranked" if rerank else "full corpus",
     }
     if options.instfol:
-        judge = Judge(
-            options.base_url or OPENAI_BASE_URL, options.judge_model or OPENAI_DEFAULT_MODEL, options.structured_output
-        )
+        if options.local_model is not None:
+            path = str(weights(options.local_model))
+            judge = Judge(LOCAL_BASE_URL, model_name(path), options.structured_output, local_model=path)
+        else:
+            judge = Judge(
+                options.base_url or OPENAI_BASE_URL,
+                options.judge_model or OPENAI_DEFAULT_MODEL,
+                options.structured_output,
+            )
         bare = (
             given(options.query_run)
             if options.query_run

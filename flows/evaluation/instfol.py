@@ -62,12 +62,14 @@ class Judge:
     model: str
     structured_output: str = "json_schema"
     api_key_env: str = "OPENAI_API_KEY"
+    local_model: str | None = None  # a GGUF file, with base_url the embedded server's
 
     def config(self, release: str, recipe: str) -> RunConfig:
         endpoint = Endpoint(
             base_url=self.base_url,
             api_key_env=self.api_key_env,
             structured_output=self.structured_output,  # type: ignore[arg-type]
+            local_model=self.local_model,
         )
         return RunConfig(recipe=recipe, seeds=f"release:{release}", model=self.model, endpoint=endpoint)
 

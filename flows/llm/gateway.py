@@ -238,6 +238,7 @@ class Gateway:
     async def _attempt(
         self, stage: str, ask: Ask, key: str, body: dict[str, Any], payload: str, route: Route, attempt: int
     ) -> tuple[str | None, str | None, list[dict[str, Any]] | None]:
+        await route.ready()
         record = {
             "call_id": f"{self._call_prefix}{next(self._calls):012x}",
             "key": key,
@@ -245,7 +246,7 @@ class Gateway:
             "stage": stage,
             "template": ask.prompt.template,
             "template_hash": ask.prompt.template_hash,
-            "base_url": route.base_url,
+            "base_url": route.address,
             "model": body["model"],
             "request": body,
             "attempt": attempt,

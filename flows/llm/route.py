@@ -8,6 +8,7 @@ turns every non-2xx answer into its typed exception, which ``retry.is_transient`
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import json
 import os
@@ -22,12 +23,12 @@ import openai
 
 from ifsynth.flows.llm.breaker import Breaker
 from ifsynth.flows.llm.limits import AdaptiveLimit, RateLimit
-from ifsynth.flows.llm.local_model import LOCAL_BASE_URL, LocalModelTransport, installed
+from ifsynth.flows.llm.local_model import LOCAL_BASE_URL, serve, weights
 from ifsynth.flows.llm.requests import Ask
 from ifsynth.flows.llm.retry import ReplyRejected
 from ifsynth.schemas.answers import Answer, strict_schema
 from ifsynth.schemas.config import Endpoint, RunConfig
-from ifsynth.schemas.errors import EndpointDown, LogprobsUnsupported
+from ifsynth.schemas.errors import EndpointDown
 
 # Hosts whose strict mode takes only a subset of JSON Schema (no string lengths); checked locally instead.
 STRICT_SUBSET_HOSTS = ("openai.com", "openai.azure.com")
@@ -140,7 +141,7 @@ def preflight(endpoint: Endpoint, notify: Callable[[str], None] = lambda _: None
     be reached and takes the key (``GET /models``). Anything else it answers (no /models, a redirect, a
     proxy's page) is left to the run, whose breaker judges real requests."""
     if endpoint.base_url == LOCAL_BASE_URL:
-        installed()
+        weights(endpoint.local_model)
         return
     key = sendable_key(endpoint.base_url, endpoint.api_key_env, notify)
     where = public_url(endpoint.base_url)
@@ -179,31 +180,35 @@ class Route:
         self.base_url = public_url(endpoint.base_url)
         self.key = sendable_key(endpoint.base_url, endpoint.api_key_env, notify)
         self.secrets = _secrets(endpoint.base_url, self.key)
-        self.limit = AdaptiveLimit(endpoint.concurrency)
+        self.local = endpoint.base_url == LOCAL_BASE_URL
+        # the embedded server queues what its slots cannot take; more in flight would only run into timeouts
+        self.limit = AdaptiveLimit(endpoint.local_parallel if self.local else endpoint.concurrency)
         self.rate = RateLimit(endpoint.rpm, endpoint.tpm)
         host = urlsplit(endpoint.base_url).hostname or ""
         self.string_lengths = not host.endswith(STRICT_SUBSET_HOSTS)
-        self.local = endpoint.base_url == LOCAL_BASE_URL
+        self.address = self.base_url  # where requests go: the embedded server's loopback port once started
         self.breaker = Breaker(self.base_url, endpoint.api_key_env, self.scrub)
         self._schemas: dict[type[Answer], dict[str, Any]] = {}
         self._client: openai.AsyncOpenAI | None = None
+
+    async def ready(self) -> None:
+        """Start the embedded model's server on the first request (in a thread: loading blocks for seconds)."""
+        if self.local and self.address == self.base_url:
+            self.address = public_url(await asyncio.to_thread(serve, self.endpoint))
 
     @property
     def client(self) -> openai.AsyncOpenAI:
         """The SDK client, built on first use (a route whose every ask is cached never needs one)."""
         if self._client is None:
-            if self.local:
-                http_client = httpx2.AsyncClient(transport=LocalModelTransport())
-            else:
-                connections = self.endpoint.concurrency
-                http_client = openai.DefaultAioHttpClient(
-                    limits=httpx2.Limits(max_connections=connections, max_keepalive_connections=connections),
-                    follow_redirects=False,  # a redirected POST loses its body; the breaker names the target
-                    headers={"Accept-Encoding": "identity"},
-                    event_hooks={"response": [_guard]},
-                )
+            connections = self.limit.maximum
+            http_client = openai.DefaultAioHttpClient(
+                limits=httpx2.Limits(max_connections=connections, max_keepalive_connections=connections),
+                follow_redirects=False,  # a redirected POST loses its body; the breaker names the target
+                headers={"Accept-Encoding": "identity"},
+                event_hooks={"response": [_guard]},
+            )
             self._client = openai.AsyncOpenAI(
-                **_addressing(self.endpoint.base_url, self.key),
+                **_addressing(self.address if self.local else self.endpoint.base_url, self.key),
                 # any key does for the embedded model; a missing one is the endpoint's 401 to report
                 api_key="local" if self.local else self.key or "none",
                 max_retries=0,  # retries are the gateway's: retry.is_transient
@@ -255,8 +260,6 @@ class Route:
         if ask.top_p is not None:
             body["top_p"] = ask.top_p
         if ask.logprobs is not None:
-            if self.local:
-                raise LogprobsUnsupported("the embedded local model returns no token log-probabilities")
             body["logprobs"], body["top_logprobs"] = True, ask.logprobs
         style = self.endpoint.structured_output
         if style == "json_schema":

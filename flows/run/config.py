@@ -13,7 +13,7 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
-from ifsynth.flows.llm.local_model import LOCAL_BASE_URL, LOCAL_MODEL
+from ifsynth.flows.llm.local_model import LOCAL_BASE_URL, LOCAL_MODEL, model_name, weights
 from ifsynth.flows.llm.route import DEFAULT_KEY_ENV, OPENAI_BASE_URL, OPENAI_DEFAULT_MODEL, api_key, public_url
 from ifsynth.flows.run.registry import recipe
 from ifsynth.schemas.config import Endpoint, RunConfig
@@ -89,6 +89,12 @@ def resolve(
     endpoint = dict(data.pop("endpoint", {}) or {})
     endpoint.update({key: data.pop(key) for key in list(data) if key in ENDPOINT_KEYS})
     run = {key: data.pop(key) for key in list(data) if key in RUN_KEYS}
+    if endpoint.get("local_model") is not None:
+        if endpoint.get("base_url") not in (None, LOCAL_BASE_URL):
+            raise ConfigError("--local-model runs the model on this machine; drop --base-url (or --local-model)")
+        path = str(weights(str(endpoint["local_model"])))
+        endpoint.update(base_url=LOCAL_BASE_URL, local_model=path)
+        run.setdefault("model", model_name(path))
     if not endpoint.get("base_url"):
         if api_key(endpoint.get("api_key_env", DEFAULT_KEY_ENV)):
             endpoint["base_url"] = OPENAI_BASE_URL

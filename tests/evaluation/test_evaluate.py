@@ -16,9 +16,9 @@ from ifsynth.flows.evaluation.instfol import Judge, instfol
 from ifsynth.flows.evaluation.metrics import ranking
 from ifsynth.flows.evaluation.retrieval import read_run, write_run
 from ifsynth.flows.llm.local_model import LOCAL_BASE_URL, LOCAL_MODEL
+from ifsynth.flows.llm.route import is_loopback
 from ifsynth.flows.run.config import resolve
 from ifsynth.flows.run.runner import execute
-from ifsynth.schemas.errors import LogprobsUnsupported
 from ifsynth.warehouse import stats as release_stats
 from ifsynth.warehouse.export import release_for
 from ifsynth.warehouse.imports import import_release
@@ -160,12 +160,17 @@ def test_instfol_ifir_reference_asks_for_ten_alternatives_and_drops_rare_tokens(
     assert (detail["top_logprobs"], detail["probability_floor"]) == (10, 0.01)
 
 
-def test_logprobs_from_the_embedded_model_are_refused_in_one_line(generated: dict[str, Any]) -> None:
+def test_instfol_on_the_embedded_model_reads_its_log_probabilities(generated: dict[str, Any]) -> None:
     with Warehouse(generated["warehouse"]) as wh:
         view = evaluate.load(wh, generated["release"])
-        run = evaluate.bm25_run(wh, view)
-        with pytest.raises(LogprobsUnsupported, match="embedded local model returns no token log-probabilities"):
-            instfol(wh, view, run, run, Judge(base_url=LOCAL_BASE_URL, model=LOCAL_MODEL))
+        full = evaluate.bm25_run(wh, view)
+        qid = sorted(full)[0]
+        run = {qid: dict(sorted(full[qid].items(), key=lambda item: -item[1])[:3])}  # three judgements suffice
+        report = instfol(wh, view, run, run, Judge(base_url=LOCAL_BASE_URL, model=LOCAL_MODEL))
+        calls = query(wh, "SELECT base_url, logprobs FROM llm_calls WHERE model = ?", [LOCAL_MODEL])
+    detail = report["instfol_detail"]
+    assert detail["judgements"] == 3 and detail["without_logprobs"] < 3
+    assert len(calls) == 3 and all(is_loopback(c["base_url"]) and json.loads(c["logprobs"]) for c in calls)
 
 
 @pytest.mark.parametrize(("options", "message"), [

@@ -1,20 +1,23 @@
-"""The embedded local model, driven through the real OpenAI SDK exactly as the flows drive it."""
+"""The embedded model: llama.cpp's server on loopback, reached through the same Route as any endpoint."""
 
 from __future__ import annotations
 
 import asyncio
+import json
 import time
-from collections.abc import Iterator
+from pathlib import Path
 from typing import Any, Literal
 
-import httpx2
-import openai
 import pytest
 from pydantic import BaseModel, ConfigDict
 
-from ifsynth.flows.llm.local_model import LOCAL_BASE_URL, LOCAL_MODEL, LocalModelTransport
-
-pytestmark = pytest.mark.slow
+from ifsynth.flows.llm.local_model import LOCAL_BASE_URL, LOCAL_MODEL, bundled_weights, model_name, serve, weights
+from ifsynth.flows.llm.route import Route, is_loopback
+from ifsynth.schemas.config import Endpoint
+from ifsynth.schemas.errors import LocalModelUnavailable
+from ifsynth.warehouse.store import Warehouse
+from tests.conftest import cli
+from tests.helpers import query
 
 
 class Judgement(BaseModel):
@@ -26,7 +29,11 @@ class Judgement(BaseModel):
 
 SCHEMA: dict[str, Any] = {
     "type": "object",
-    "properties": {"explanation": {"type": "string"}, "score": {"type": "integer", "enum": [1, 2, 3, 4, 5]}},
+    "properties": {
+        # a length bound, as the gateway sends to any endpoint but OpenAI's: a 135M model rambles without one
+        "explanation": {"type": "string", "maxLength": 120},
+        "score": {"type": "integer", "enum": [1, 2, 3, 4, 5]},
+    },
     "required": ["explanation", "score"],
     "additionalProperties": False,
 }
@@ -34,85 +41,107 @@ MESSAGES = [
     {"role": "system", "content": "You judge how well a document answers a query. Reply in JSON."},
     {"role": "user", "content": "Query: are cats mammals?\nDocument: Cats are small carnivorous mammals.\n"},
 ]
+JSON_SCHEMA = {"type": "json_schema", "json_schema": {"name": "judgement", "schema": SCHEMA, "strict": True}}
 
 
-def _client() -> openai.AsyncOpenAI:
-    # A fresh client per call: httpx2 clients are bound to the event loop that asyncio.run creates.
-    transport = LocalModelTransport()
-    return openai.AsyncOpenAI(
-        base_url=LOCAL_BASE_URL, api_key="local", max_retries=0, http_client=httpx2.AsyncClient(transport=transport)
-    )
+def _chat(**body: Any) -> tuple[dict[str, Any], str]:
+    """One completion through a fresh Route (its SDK client is bound to the loop asyncio.run makes)."""
 
-
-def _chat(**kwargs: Any) -> openai.types.chat.ChatCompletion:
-    async def call() -> openai.types.chat.ChatCompletion:
-        async with _client() as client:
-            return await client.chat.completions.create(model=LOCAL_MODEL, messages=MESSAGES, **kwargs)
+    async def call() -> tuple[dict[str, Any], str]:
+        route = Route(Endpoint(base_url=LOCAL_BASE_URL))
+        try:
+            await route.ready()
+            request = {"model": LOCAL_MODEL, "messages": MESSAGES, "temperature": 0.0, "seed": 7, **body}
+            reply = await route.chat(json.dumps(request).encode())
+            return reply.json(), route.address
+        finally:
+            await route.close()
 
     return asyncio.run(call())
 
 
-@pytest.fixture(scope="module", autouse=True)
-def loaded_model() -> Iterator[None]:
-    """Pay the model load once per module, and report it next to the generation speed."""
+def test_the_server_starts_on_loopback_once_per_process_and_answers_schema_constrained_json() -> None:
     start = time.perf_counter()
-    _chat(max_tokens=1)
-    print(f"\nlocal model load + 1 token: {time.perf_counter() - start:.1f}s")
-    yield
-
-
-def test_json_schema_reply_validates() -> None:
-    start = time.perf_counter()
-    reply = _chat(
-        response_format={"type": "json_schema", "json_schema": {"name": "judgement", "schema": SCHEMA}},
-        max_tokens=96,
-    )
+    reply, address = _chat(response_format=JSON_SCHEMA, max_tokens=96)
     elapsed = time.perf_counter() - start
-    assert reply.usage is not None
-    print(
-        f"\n{reply.usage.completion_tokens} tokens in {elapsed:.2f}s: "
-        f"{reply.usage.completion_tokens / elapsed:.1f} tokens/s"
-    )
-    choice = reply.choices[0]
-    assert choice.finish_reason == "stop"
-    Judgement.model_validate_json(choice.message.content or "")
-    assert reply.usage.prompt_tokens > 0
-    assert reply.usage.completion_tokens > 0
-    assert reply.usage.total_tokens == reply.usage.prompt_tokens + reply.usage.completion_tokens
+    usage = reply["usage"]
+    print(f"\nload (first test) + {usage['completion_tokens']} tokens in {elapsed:.2f}s")
+    assert is_loopback(address) and address.endswith("/v1") and address != LOCAL_BASE_URL
+    assert serve(Endpoint(base_url=LOCAL_BASE_URL)) == address, "one server per model and setting"
+    choice = reply["choices"][0]
+    assert choice["finish_reason"] == "stop"
+    Judgement.model_validate_json(choice["message"]["content"])
+    assert usage["total_tokens"] == usage["prompt_tokens"] + usage["completion_tokens"] > 0
 
 
 def test_same_seed_same_text() -> None:
-    request = {
-        "response_format": {"type": "json_schema", "json_schema": {"name": "judgement", "schema": SCHEMA}},
-        "max_tokens": 64,
-        "temperature": 1.0,
-        "top_p": 0.95,
-        "seed": 1234,
-    }
-    first, second = _chat(**request), _chat(**request)
-    assert first.choices[0].message.content == second.choices[0].message.content
+    request = {"response_format": JSON_SCHEMA, "max_tokens": 64, "temperature": 1.0, "top_p": 0.95, "seed": 1234}
+    first, _ = _chat(**request)
+    second, _ = _chat(**request)
+    assert first["choices"][0]["message"]["content"] == second["choices"][0]["message"]["content"]
 
 
 def test_json_object_with_schema_validates() -> None:
-    reply = _chat(response_format={"type": "json_object", "schema": SCHEMA}, max_tokens=96)
-    assert reply.choices[0].finish_reason == "stop"
-    Judgement.model_validate_json(reply.choices[0].message.content or "")
+    reply, _ = _chat(response_format={"type": "json_object", "schema": SCHEMA}, max_tokens=96)
+    assert reply["choices"][0]["finish_reason"] == "stop"
+    Judgement.model_validate_json(reply["choices"][0]["message"]["content"])
 
 
 def test_truncated_json_says_length() -> None:
-    reply = _chat(
-        response_format={"type": "json_schema", "json_schema": {"name": "judgement", "schema": SCHEMA}},
-        max_tokens=4,
-    )
-    assert reply.choices[0].finish_reason == "length"
-    assert reply.usage is not None and reply.usage.completion_tokens == 4
+    reply, _ = _chat(response_format=JSON_SCHEMA, max_tokens=4)
+    assert reply["choices"][0]["finish_reason"] == "length"
+    assert reply["usage"]["completion_tokens"] == 4
 
 
-def test_unknown_path_is_404() -> None:
-    async def call() -> None:
-        async with _client() as client:
-            await client.embeddings.create(model=LOCAL_MODEL, input="cats")
+def test_token_log_probabilities_come_back() -> None:
+    reply, _ = _chat(response_format=JSON_SCHEMA, max_tokens=24, logprobs=True, top_logprobs=3)
+    tokens = reply["choices"][0]["logprobs"]["content"]
+    assert tokens and all(len(token["top_logprobs"]) == 3 for token in tokens)
+    assert all(token["logprob"] <= 0 for token in tokens)
 
-    with pytest.raises(openai.NotFoundError) as caught:
-        asyncio.run(call())
-    assert caught.value.status_code == 404
+
+def test_a_user_gguf_is_named_for_its_file_and_checked_before_loading(tmp_path: Path) -> None:
+    assert model_name(None) == LOCAL_MODEL
+    assert model_name("/models/Qwen2.5-7B-Instruct-Q4_K_M.gguf") == "qwen2.5-7b-instruct-q4_k_m"
+    assert weights(str(bundled_weights())) == bundled_weights()
+    with pytest.raises(LocalModelUnavailable, match="no such file"):
+        weights(str(tmp_path / "missing.gguf"))
+    not_gguf = tmp_path / "model.gguf"
+    not_gguf.write_bytes(b"PK\x03\x04 a zip, say")
+    with pytest.raises(LocalModelUnavailable, match="not a GGUF file"):
+        weights(str(not_gguf))
+
+
+def test_a_run_with_local_model_goes_through_the_http_path_and_a_rerun_is_served_from_the_cache(
+    tmp_path: Path,
+) -> None:
+    warehouse = str(tmp_path / "w.duckdb")
+    gguf = str(bundled_weights())
+    command = ["--warehouse", warehouse, "run", "instructir", "--seeds", "demo", "--limit", "1", "--json"]
+    command += ["--local-model", gguf, "--local-parallel", "2", "--local-threads", "2"]
+    command += ["--set", "instructions_per_query=1", "--set", "max_tokens_instructions=48"]
+    command += ["--set", "max_tokens_rewrite=48", "--set", "max_tokens_judge=48"]
+    first = cli(*command, env={"OPENAI_API_KEY": ""})
+    assert first.returncode == 0, first.stderr
+    again = cli(*command, env={"OPENAI_API_KEY": ""})
+    assert again.returncode == 0, again.stderr
+    with Warehouse(warehouse, read_only=True) as wh:
+        calls = query(wh, "SELECT base_url, model, http_status FROM llm_calls")
+    sent = json.loads(first.stdout)["llm_calls"]["sent"]
+    assert sent == len(calls) > 0
+    assert {c["model"] for c in calls} == {model_name(gguf)} and {c["http_status"] for c in calls} == {200}
+    assert all(is_loopback(c["base_url"]) and c["base_url"] != LOCAL_BASE_URL for c in calls)
+    assert json.loads(again.stdout)["llm_calls"]["sent"] == 0, "keyed on the model, not on the server's port"
+
+
+def test_a_bad_local_model_is_one_line(tmp_path: Path) -> None:
+    not_gguf = tmp_path / "weights.gguf"
+    not_gguf.write_text("not a model")
+    warehouse = str(tmp_path / "w.duckdb")
+    for path, message in ((tmp_path / "none.gguf", "no such file"), (not_gguf, "not a GGUF file")):
+        done = cli("--warehouse", warehouse, "run", "instructir", "--seeds", "demo", "--local-model", str(path))
+        assert done.returncode != 0 and message in done.stderr and "Traceback" not in done.stderr
+        assert len(done.stderr.strip().splitlines()) == 1
+    both = ["--seeds", "demo", "--local-model", str(bundled_weights()), "--base-url", "http://127.0.0.1:9/v1"]
+    done = cli("--warehouse", warehouse, "run", "instructir", *both)
+    assert done.returncode == 2 and "drop --base-url" in done.stderr

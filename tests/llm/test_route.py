@@ -9,11 +9,9 @@ import json
 import pytest
 
 from ifsynth.flows.llm.answers import decode_completion
-from ifsynth.flows.llm.local_model import LOCAL_BASE_URL
 from ifsynth.flows.llm.route import Route, public_url
 from ifsynth.schemas.answers import RelevanceJudgement, strict_schema
 from ifsynth.schemas.config import Endpoint
-from ifsynth.schemas.errors import LogprobsUnsupported
 from tests.helpers import ask
 
 MESSAGES = [{"role": "system", "content": "be brief"}, {"role": "user", "content": "judge this"}]
@@ -64,12 +62,10 @@ def test_style_none_describes_the_schema_in_the_last_message_only() -> None:
     assert given == MESSAGES, "the caller's messages (the prompt a re-ask repeats) are left as they were"
 
 
-def test_logprobs_are_asked_for_when_wanted_and_refused_by_the_local_model() -> None:
+def test_logprobs_are_asked_for_when_wanted() -> None:
     sent = body("json_schema", logprobs=5)
     assert sent["logprobs"] is True and sent["top_logprobs"] == 5
-    local = Route(Endpoint(base_url=LOCAL_BASE_URL))
-    with pytest.raises(LogprobsUnsupported):
-        local.body(dataclasses.replace(ask(), logprobs=5), "m", 0, MESSAGES)
+    assert "logprobs" not in body("json_schema")
 
 
 @pytest.mark.parametrize(
