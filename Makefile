@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint setup clean bench-peer bench-mock
+.PHONY: demo test lint setup clean bench-peer bench-mock bench-clients
 
 demo: $(STAMP)
 	$(BIN)/ifsynth demo
@@ -40,3 +40,10 @@ bench-peer:
 # standalone jar from npm (it needs a Java runtime).
 bench-mock:
 	test -f bench/.wiremock/node_modules/wiremock/build/wiremock-standalone-3.13.2.jar || npm install --silent --no-audit --no-fund --prefix bench/.wiremock "wiremock@3.13.2"
+
+# The clients that read ifsynth's exports, for bench/clients.py: mteb, datasets, beir and sentence-transformers
+# in their own venv (they pull torch, which ifsynth does not need; the pin keeps pip from a CUDA build).
+bench-clients:
+	test -x bench/.venv-clients/bin/python || $(PYTHON) -m venv bench/.venv-clients
+	bench/.venv-clients/bin/python -m pip install --quiet torch==2.13.0
+	bench/.venv-clients/bin/python -m pip install --quiet "datasets==5.2.0" "mteb==2.26.24" "beir==2.2.0" "sentence-transformers==6.2.0" "accelerate>=1.1"

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
 from ifsynth.flows.llm.requests import Ask, Reply
@@ -94,3 +95,12 @@ def item(stage: str, kind: str, group: str = "q1", ord: int = 0, **payload: Any)
         run_id="instructir-run", item_id=f"{stage}-{kind}-{group}-{ord}", stage=stage, kind=kind, group_id=group,
         payload=payload, ord=ord,
     )  # fmt: skip
+
+
+def export_files(root: Path) -> dict[str, bytes]:
+    """Every file of an export folder, its card's run id blanked: two runs of one release differ only there."""
+    found = {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+    for name, data in found.items():
+        if name.endswith("README.md"):
+            found[name] = re.sub(rb"\n  run_id: \S+\n", b"\n  run_id: -\n", data)
+    return found

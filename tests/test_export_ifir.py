@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from huggingface_hub import DatasetCard
 
 from ifsynth.schemas.errors import ImportFailed, WarehouseError
 from ifsynth.warehouse.export import export
@@ -88,7 +89,9 @@ def test_the_export_is_ifirs_layout(wh: Warehouse, tmp_path: Path) -> None:
     assert sorted(data_files(out)) == sorted(
         ["README.md"] + [f"{s}/test_data.json" for s in PASSAGES] + [f"{s}/{s}-{n}" for s in PASSAGES for n in names]
     )
-    assert (out / "README.md").read_text().startswith("# ifir release")
+    card = DatasetCard.load(out / "README.md")
+    assert card.text.startswith("\n# ifir release")
+    assert card.data.to_dict()["configs"][0]["config_name"] == "fiqa-fiqa-corpus"
     corpus = [json.loads(line) for line in (out / "fiqa" / "fiqa-corpus.jsonl").read_text().splitlines()]
     assert [row["_id"] for row in corpus] == ["12", "20", "3", "7"]
     assert corpus[3] == {"_id": "7", "title": "", "text": "Index funds – a primer"}

@@ -7,17 +7,16 @@ from __future__ import annotations
 import json
 import shutil
 import tempfile
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Literal
 
 import pyarrow as pa
 import pyarrow.parquet as pq
-import yaml
 
 from ifsynth.schemas.errors import UnknownRelease, WarehouseError
-from ifsynth.warehouse import export_followir, export_ifir, export_infir
+from ifsynth.warehouse import cards, export_followir, export_ifir, export_infir
 from ifsynth.warehouse.store import Warehouse
 
 Format = Literal["beir", "mteb", "jsonl", "parquet", "infosearch", "followir", "ifir", "infir", "triplets", "hf"]
@@ -56,8 +55,10 @@ def export(
     *,
     anchor: export_infir.AnchorOrder = "query-instruction",
     overwrite: bool = False,
+    endpoints: bool = False,
 ) -> list[Path]:
-    """Write ``release`` as ``fmt`` into ``out``; ``anchor`` orders an InF-IR triplet's anchor.
+    """Write ``release`` as ``fmt`` into ``out``; ``anchor`` orders an InF-IR triplet's anchor; the card names
+    the endpoints' URLs only with ``endpoints`` (else their kind: a URL may name a private host).
 
     The files are written into a hidden sibling folder and renamed into place at the end, so an export that
     is killed leaves the previous one (or none), never a mix. A folder that already holds files is replaced
@@ -76,7 +77,7 @@ def export(
     if out.is_dir() and any(out.iterdir()) and not overwrite:
         raise WarehouseError(f"`{out}` already holds files; pass --overwrite to replace them, or another --out")
     with _staged(out) as staging:
-        written = _write(warehouse, release, fmt, staging, card, anchor)
+        written = _write(warehouse, release, fmt, staging, card, anchor, meta[0]["run_id"], endpoints)
     return [out / path.relative_to(staging) for path in written]
 
 
@@ -104,6 +105,8 @@ def _write(
     out: Path,
     card: dict[str, Any],
     anchor: export_infir.AnchorOrder,
+    run_id: str | None,
+    endpoints: bool,
 ) -> list[Path]:
     docs = warehouse._sql(
         "SELECT doc_id, title, text, meta FROM release_docs WHERE release = ? ORDER BY doc_id", [release]
@@ -140,7 +143,16 @@ def _write(
         writer = {"beir": _beir, "mteb": _mteb, "jsonl": _flat, "parquet": _flat}[fmt]
         written = (_per_mode(writer) if fmt in ("beir", "mteb") else writer)(out, docs, queries, qrels, fmt)
     modes = list(dict.fromkeys(q["mode"] for q in queries))
-    written.append(_write_text(out / "README.md", card_markdown(card, fmt, modes)))
+    apart: list[str] = []
+    if fmt == "mteb":
+        configs = cards.mteb_configs(modes)
+    elif fmt == "hf":
+        configs = export_infir.HF_CONFIGS
+    else:
+        files = [path.relative_to(out).as_posix() for path in written]
+        configs, apart = cards.configs_for(files, training=fmt in export_infir.FORMATS or fmt == "triplets")
+    readme = cards.render(card, configs=configs, apart=apart, run_id=run_id, queries=len(queries), endpoints=endpoints)
+    written.append(_write_text(out / "README.md", readme))
     return written
 
 
@@ -274,70 +286,3 @@ def _write_text(path: Path, text: str) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(text, encoding="utf-8")
     return path
-
-
-def _fidelity(fidelity: dict[str, Any] | None) -> list[str]:
-    """How far the release is from its paper: the settings that differ, and the templates that wrote it."""
-    if not fidelity:
-        return []
-    lines = ["", "## Fidelity", "", f"Paper: {fidelity['paper']}.", ""]
-    if fidelity["differs"]:
-        lines += ["| setting | paper | this release | why |", "|---|---|---|---|"]
-        lines += [f"| {d['setting']} | {d['paper']} | {d['value']} | {d['why']} |" for d in fidelity["differs"]]
-    else:
-        lines.append("Every setting the paper states has the paper's value.")
-    lines += ["", "| template | sha256 (16) |", "|---|---|"]
-    lines += [f"| {name} | `{digest}` |" for name, digest in fidelity["templates"].items()]
-    return lines
-
-
-def card_markdown(card: dict[str, Any], fmt: str, modes: Sequence[str] = ()) -> str:
-    """The dataset card: counts, models, template hashes and per-stage yields.
-
-    An MTEB export of a release with several modes has one folder per mode (see ``_per_mode``), so its
-    configs are named ``<mode>-<config>`` and point into those folders."""
-    lines: list[str] = []
-    if fmt == "mteb":
-        prefixes = [(f"{mode}-", f"{mode}/") for mode in modes] if len(modes) > 1 else [("", "")]
-        configs = [
-            {
-                "config_name": f"{name_prefix}{name}",
-                "data_files": [{"split": "test", "path": f"{path_prefix}{name}/test-*.parquet"}],
-            }
-            for name_prefix, path_prefix in prefixes
-            for name in ("corpus", "queries", "instruction", "default")
-        ]
-        lines += ["---", yaml.safe_dump({"configs": configs}, sort_keys=False).rstrip(), "---", ""]
-    if fmt == "hf":
-        lines += ["---", yaml.safe_dump({"configs": export_infir.HF_CONFIGS}, sort_keys=False).rstrip(), "---", ""]
-    recipe = card.get("recipe", "unknown")
-    lines += [f"# {recipe} release, made with ifsynth", ""]
-    if card.get("seeds"):
-        lines += [f"Seeds: `{card['seeds']}`" + (f" (limit {card['limit']})" if card.get("limit") else ""), ""]
-    lines += ["## Counts", "", "| what | count |", "|---|---:|"]
-    lines += [f"| {name} | {value} |" for name, value in card.get("counts", {}).items()]
-    if card.get("models"):
-        lines += ["", "## Models", "", "| role | model | endpoint | structured output |", "|---|---|---|---|"]
-        for role, model in card["models"].items():
-            endpoint = card.get("endpoints", {}).get(role, {})
-            lines.append(
-                f"| {role} | {model} | {endpoint.get('base_url', '')} | {endpoint.get('structured_output', '')} |"
-            )
-    lines += _fidelity(card.get("fidelity"))
-    if card.get("stages"):
-        lines += [
-            "",
-            "## Yield per stage",
-            "",
-            "| stage | in | out | rejected | parse error | failed |",
-            "|---|---:|---:|---:|---:|---:|",
-        ]
-        for s in card["stages"]:
-            lines.append(
-                f"| {s['stage']} | {s['n_in']} | {s['n_out']} | {s['rejected']} | {s['parse_error']} | {s['failed']} |"
-            )
-    if card.get("params"):
-        lines += ["", "## Parameters", "", "```yaml", yaml.safe_dump(card["params"], sort_keys=True).rstrip(), "```"]
-    if card.get("notes"):
-        lines += ["", "## Notes", "", *card["notes"]]
-    return "\n".join(lines) + "\n"

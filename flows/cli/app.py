@@ -49,6 +49,9 @@ err = Console(stderr=True)
 
 JsonFlag = Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")]
 RunArg = Annotated[str | None, typer.Argument(help="Run id or name; the newest run by default.")]
+CardEndpoints = Annotated[
+    bool, typer.Option("--card-endpoints", help="Name the endpoints' URLs in the card (default: their kind only).")
+]
 LocalModel = Annotated[str | None, typer.Option(help="Run this GGUF file offline with the embedded llama.cpp server.")]
 LocalThreads = Annotated[int | None, typer.Option(help="CPU threads of the embedded model (default: all).")]
 LocalParallel = Annotated[int | None, typer.Option(help="Requests the embedded model decodes at once.")]
@@ -360,6 +363,7 @@ def export(
         typer.Option(help="InF-IR triplets: the anchor's order, query-instruction (InF-Embed's) or instruction-query."),
     ] = "query-instruction",
     overwrite: Annotated[bool, typer.Option("--overwrite", help="Replace what the --out folder holds.")] = False,
+    card_endpoints: CardEndpoints = False,
 ) -> None:
     """Write a run's release in a standard layout, with its dataset card."""
     if fmt not in FORMATS:
@@ -375,8 +379,40 @@ def export(
             out_dir,
             anchor=anchor,  # type: ignore[arg-type]
             overwrite=overwrite,
+            endpoints=card_endpoints,
         )
     out.print(f"release {release}: {len(written)} files written to {out_dir.resolve()} ({fmt})")
+
+
+@app.command()
+def push(
+    ctx: typer.Context,
+    release_ref: Annotated[str, typer.Argument(metavar="RELEASE", help="A release name, or a run id or name.")],
+    repo: Annotated[str, typer.Option(help="The dataset repository on the Hub, ORG/NAME.")],
+    fmt: Annotated[str, typer.Option("--format", help="hf (Parquet tables; InF-IR's configs), mteb or beir.")] = "hf",
+    private: Annotated[bool, typer.Option("--private", help="Create the repository private.")] = False,
+    card_endpoints: CardEndpoints = False,
+) -> None:
+    """Upload a release's export and card to the Hugging Face Hub (token from HF_TOKEN; HF_ENDPOINT for another Hub)."""
+    from ifsynth.flows.cli.push import PUSH_FORMATS
+    from ifsynth.flows.cli.push import push as push_release
+    from ifsynth.warehouse.stats import release_meta
+
+    if fmt not in PUSH_FORMATS:
+        raise typer.BadParameter(f"--format must be one of {', '.join(PUSH_FORMATS)}")
+    with _open(ctx, read_only=True) as warehouse:
+        release = release_for(warehouse, release_ref)
+        recipe = release_meta(warehouse, release)["recipe"]
+        url, files = push_release(
+            warehouse,
+            release,
+            recipe,
+            repo,
+            fmt,
+            private=private,
+            endpoints=card_endpoints,  # type: ignore[arg-type]
+        )
+    out.print(f"release {release}: {files} files pushed to {repo} ({fmt}): {url}")
 
 
 @app.command("import")

@@ -19,7 +19,7 @@ from ifsynth.flows.run.registry import recipe
 from ifsynth.flows.run.signals import stoppable
 from ifsynth.schemas.records import StageCounts
 from ifsynth.warehouse import audit
-from ifsynth.warehouse.export import card_markdown
+from ifsynth.warehouse.cards import markdown as card_markdown
 
 
 @task
@@ -58,4 +58,4 @@ def _publish(warehouse: Any, run_id: str) -> None:
     )
     card = warehouse.release_card(run_id)
     if card is not None:
-        create_markdown_artifact(key=f"{key}-card", markdown=card_markdown(json.loads(card), "beir"))
+        create_markdown_artifact(key=f"{key}-card", markdown=card_markdown(json.loads(card)))

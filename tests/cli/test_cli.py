@@ -15,10 +15,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from huggingface_hub import DatasetCard
 
 from ifsynth.warehouse.store import Warehouse
 from tests.conftest import INSTRUCTIR_SEEDS, REPO, cli
 from tests.fake_openai import FakeOpenAI
+from tests.helpers import export_files
 from tests.servers import fixed_reply
 
 SECRET = "sk-test-7c2e91ab55d0-NEVER-STORED"
@@ -36,10 +38,6 @@ def run_args(server: FakeOpenAI, warehouse: Path) -> list[str]:
 def said(stderr: str) -> list[str]:
     """What a command said on stderr, without the line a run opens with."""
     return [line for line in stderr.strip().splitlines() if not line.endswith("; checking inputs")]
-
-
-def files(root: Path) -> dict[str, bytes]:
-    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
 
 
 def ok(proc: subprocess.CompletedProcess[str]) -> subprocess.CompletedProcess[str]:
@@ -96,7 +94,16 @@ def test_run_writes_a_consistent_beir_folder(first: dict[str, Any]) -> None:
             assert stage["in"] == stage["out"] + unaccepted, stage
     select = funnel["stages"][0]
     assert select["stage"] == "select" and select["set_aside"] > 0, "--limit 12 leaves eligible seeds aside"
-    assert "README.md" in files(beir) and "Yield per stage" in (beir / "README.md").read_text()
+    assert "README.md" in export_files(beir) and "Yield per stage" in (beir / "README.md").read_text()
+    card = DatasetCard.load(beir / "README.md")
+    configs = {c["config_name"]: c["data_files"][0]["path"] for c in card.data.to_dict()["configs"]}
+    assert configs == {
+        "corpus": "corpus.jsonl", "queries": "queries.jsonl",
+        "only_instruction_queries": "only_instruction_queries.jsonl", "only_queries": "only_queries.jsonl",
+    }, "each JSONL file its own config"  # fmt: skip
+    # datasets reads a folder with one builder: the TSV qrels are named with the call that loads each alone
+    for qrels in ("qrels/test.tsv", "qrels/for_only_query_test.tsv"):
+        assert f"`{qrels}`: `load_dataset('csv', data_files='{qrels}', sep='\\t')`" in card.text
 
 
 def test_rerun_sends_nothing_and_exports_the_same_bytes(server: FakeOpenAI, first: dict[str, Any]) -> None:
@@ -106,7 +113,9 @@ def test_rerun_sends_nothing_and_exports_the_same_bytes(server: FakeOpenAI, firs
     assert funnel["llm_calls"]["sent"] == 0 and funnel["llm_calls"]["cached"] == first["requests"]
     again = first["root"] / "beir-again"
     ok(cli("--warehouse", str(first["warehouse"]), "export", "--format", "beir", "--out", str(again)))
-    assert files(again) == files(first["root"] / "beir")
+    assert export_files(again) == export_files(first["root"] / "beir")
+    cards = [DatasetCard.load(folder / "README.md").data.to_dict() for folder in (again, first["root"] / "beir")]
+    assert cards[0]["ifsynth"]["run_id"] != cards[1]["ifsynth"]["run_id"], "the card names the run that made it"
 
 
 @pytest.mark.parametrize("fmt, expected", [
@@ -118,9 +127,23 @@ def test_rerun_sends_nothing_and_exports_the_same_bytes(server: FakeOpenAI, firs
 def test_other_export_formats(first: dict[str, Any], fmt: str, expected: set[str]) -> None:
     out = first["root"] / fmt
     ok(cli("--warehouse", str(first["warehouse"]), "export", "--format", fmt, "--out", str(out)))
-    assert set(files(out)) == expected
-    if fmt == "mteb":
-        assert (out / "README.md").read_text().startswith("---\nconfigs:")
+    assert set(export_files(out)) == expected
+    card = DatasetCard.load(out / "README.md")
+    meta = card.data.to_dict()
+    assert meta["license"] == "other" and meta["language"] == ["en"] and meta["task_categories"] == ["text-retrieval"]
+    assert meta["size_categories"] == ["n<1K"] and {"ifsynth", "instructir"} <= set(meta["tags"])
+    runs = as_json(cli("--warehouse", str(first["warehouse"]), "runs", "--json"))
+    assert meta["ifsynth"]["run_id"] in {r["run_id"] for r in runs} and meta["ifsynth"]["version"]
+    names = [c["config_name"] for c in meta["configs"]]
+    expected_names = {"mteb": ["corpus", "queries", "instruction", "default"], "jsonl": ["instances", "corpus"]}
+    assert names == expected_names.get(fmt, ["instances", "corpus"])
+    for config in meta["configs"]:
+        (path,) = [f["path"] for f in config["data_files"]]
+        assert len(list(out.glob(path))) == 1, path
+    assert "| local |" in card.text and "127.0.0.1" not in card.text, "the endpoint's kind, not its URL"
+    named = first["root"] / f"{fmt}-named"
+    ok(cli("--warehouse", str(first["warehouse"]), "export", "--format", fmt, "--out", str(named), "--card-endpoints"))
+    assert "http://127.0.0.1:" in (named / "README.md").read_text()
 
 
 def test_every_kept_and_removed_item_traces_to_its_calls(first: dict[str, Any]) -> None:
@@ -230,7 +253,7 @@ def test_killed_run_resumes_within_the_concurrency_bound(
     assert [r["status"] for r in runs] == ["completed"]
     out = tmp_path / "beir"
     ok(cli("--warehouse", str(warehouse), "export", "--format", "beir", "--out", str(out)))
-    assert files(out) == files(first["root"] / "beir")
+    assert export_files(out) == export_files(first["root"] / "beir")
 
 
 def test_a_running_run_can_be_watched_from_another_process(server: FakeOpenAI, tmp_path: Path) -> None:
@@ -319,7 +342,7 @@ def test_a_stop_signal_interrupts_the_run_and_the_same_command_finishes_it(
     assert "continued run" in ok(cli(*run_args(server, warehouse))).stdout
     out = tmp_path / "beir"
     ok(cli("--warehouse", str(warehouse), "export", "--format", "beir", "--out", str(out)))
-    assert files(out) == files(first["root"] / "beir")
+    assert export_files(out) == export_files(first["root"] / "beir")
 
 
 @pytest.mark.parametrize("args, message", [

@@ -24,7 +24,7 @@ from ifsynth.warehouse.imports import import_release
 from ifsynth.warehouse.store import Warehouse
 from tests.conftest import REPO, cli
 from tests.fake_openai import FakeOpenAI
-from tests.helpers import query
+from tests.helpers import export_files, query
 
 SEEDS = REPO / "flows" / "demo_seeds" / "infosearch"
 CHINESE = "这篇文章用中文完整地回答了这个问题，内容和原文一致。"
@@ -238,6 +238,9 @@ def test_mteb_card_declares_one_config_per_mode_and_file(good: dict[str, Any], t
     front = (tmp_path / "mteb" / "README.md").read_text().split("---")[1]
     configs = yaml.safe_load(front)["configs"]
     assert len(configs) == 3 * 4 and configs[0]["config_name"] == "og-corpus"
+    modes = {c["config_name"].split("-")[0] for c in configs}
+    names = {c["config_name"] for c in configs}
+    assert {f"{mode}-{table}" for mode in modes for table in ("corpus", "queries", "instruction", "qrels")} == names
     for config in configs:
         (path,) = [f["path"] for f in config["data_files"]]
         assert len(list((tmp_path / "mteb").glob(path))) == 1, path
@@ -251,10 +254,7 @@ def test_a_second_run_is_answered_from_the_cache_and_exports_the_same_bytes(
     assert server.stats()["requests"] == sent, "every request of an identical run is in the cache"
     assert again["run_id"] != good["run_id"] and again["funnel"]["accepted"] == good["funnel"]["accepted"]
     for name in ("infosearch", "beir"):
-        first, second = good["root"] / name, good["root"] / f"{name}-again"
-        files = sorted(p.relative_to(first) for p in first.rglob("*") if p.is_file())
-        assert files == sorted(p.relative_to(second) for p in second.rglob("*") if p.is_file())
-        assert all((first / f).read_bytes() == (second / f).read_bytes() for f in files), name
+        assert export_files(good["root"] / name) == export_files(good["root"] / f"{name}-again"), name
 
 
 def test_the_export_reads_back_through_import_into_the_same_counts(good: dict[str, Any]) -> None:
