@@ -614,6 +614,91 @@ def evaluate(
         )
 
 
+review_app = typer.Typer(
+    help="The review round trip: export LLM verdicts with their texts, import people's decisions.",
+    no_args_is_help=True,
+)
+app.add_typer(review_app, name="review")
+
+
+@review_app.command("export")
+def review_export(
+    ctx: typer.Context,
+    run_ref: RunArg = None,
+    out_file: Annotated[Path, typer.Option("--out", help="JSONL, or CSV when the name ends in .csv.")] = Path(
+        "review.jsonl"
+    ),
+    stage: Annotated[str | None, typer.Option(help="Only this stage's verdicts.")] = None,
+    status: Annotated[
+        str, typer.Option(help="rejected (what judges removed), ok (what they kept) or all.")
+    ] = "rejected",
+    sample: Annotated[int | None, typer.Option(help="At most N rows, spread over stages and decisions.")] = None,
+) -> None:
+    """Write LLM verdicts with their texts and empty human columns (human_decision: accept or reject; note)."""
+    from ifsynth.flows.cli import review
+
+    if status not in ("rejected", "ok", "all"):
+        raise typer.BadParameter("--status must be rejected, ok or all")
+    with _open(ctx) as warehouse:
+        run_id = warehouse.run(run_ref).run_id
+        rows = review.rows_for(warehouse, run_id, stage, status, sample)  # type: ignore[arg-type]
+    review.write(out_file, rows)
+    out.print(f"run {run_id}: {len(rows)} verdicts to review written to {out_file}")
+
+
+@review_app.command("import")
+def review_import(
+    ctx: typer.Context,
+    in_file: Annotated[Path, typer.Argument(metavar="FILE", help="A file written by `review export`, filled in.")],
+    reviewer: Annotated[
+        str | None, typer.Option(help="Whose decisions these are, where a row names no reviewer (default: you).")
+    ] = None,
+) -> None:
+    """Record the file's filled rows as human verdicts (importing it again replaces them)."""
+    from ifsynth.flows.cli import review
+    from ifsynth.warehouse.review import record
+
+    verdicts = review.read(in_file, reviewer or review.default_reviewer())
+    with _open(ctx, read_only=False) as warehouse:
+        for run_id in sorted({v.run_id for v in verdicts}):
+            record(warehouse, [v for v in verdicts if v.run_id == run_id])
+    out.print(f"{len(verdicts)} human verdicts recorded from {in_file}")
+
+
+@app.command()
+def agreement(ctx: typer.Context, run_ref: RunArg = None, as_json: JsonFlag = False) -> None:
+    """How far each LLM judge agrees with people on the items both decided (rejection is the positive class)."""
+    from ifsynth.flows.evaluation.agreement import agreement as measure
+    from ifsynth.warehouse.review import pairs
+
+    with _open(ctx) as warehouse:
+        run_id = warehouse.run(run_ref).run_id
+        figures = measure(pairs(warehouse, run_id))
+    if as_json:
+        _json({"run_id": run_id, "judges": [f.model_dump() for f in figures]})
+        return
+    if not figures:
+        out.print(f"run {run_id}: no item was decided by both an LLM judge and a person yet (`ifsynth review`)")
+        return
+    table = Table(
+        "stage", "judge", "items", "accuracy", "precision", "recall", "kappa", "llm reject / human reject, pass"
+    )
+    for f in figures:
+        rejects, passes = f.confusion["reject"], f.confusion["pass"]
+        confusion = f"R: {rejects['reject']}/{rejects['pass']}  P: {passes['reject']}/{passes['pass']}"
+        table.add_row(
+            f.stage,
+            f.judge,
+            str(f.items),
+            _fmt(f.accuracy),
+            _fmt(f.precision),
+            _fmt(f.recall),
+            _fmt(f.kappa),
+            confusion,
+        )
+    out.print(table)
+
+
 def main() -> None:
     import click
 

@@ -1,0 +1,111 @@
+"""Human verdicts: the review file round trip, and how far the LLM judges agree with people."""
+
+from __future__ import annotations
+
+import csv
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ifsynth.flows.evaluation.agreement import agreement
+from ifsynth.flows.run.config import resolve
+from ifsynth.flows.run.runner import execute
+from ifsynth.warehouse.store import Warehouse
+from tests.conftest import INSTRUCTIR_SEEDS, cli
+from tests.fake_openai import FakeOpenAI
+from tests.helpers import query, sensible
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
+    root = tmp_path_factory.mktemp("review")
+    warehouse = root / "w.duckdb"
+    with FakeOpenAI(mode="responder", responder=sensible) as fake:
+        sets = ["instructions_per_query=4", "min_group_size=3", "max_noise_passages=40"]
+        config = resolve(
+            "instructir", seeds=f"beir:{INSTRUCTIR_SEEDS}", limit=4, base_url=fake.base_url, model="m", sets=sets
+        )
+        run_id = execute(config, warehouse).run_id
+    yield {"root": root, "warehouse": str(warehouse), "run_id": run_id}
+
+
+def lines(path: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def test_agreement_figures_match_a_hand_count() -> None:
+    table = [("reject", "reject")] * 4 + [("reject", "pass")] + [("pass", "reject")] * 2 + [("pass", "pass")] * 3
+    (figures,) = agreement({"stage": "judge", "judge": "llm", "llm": a, "human": b} for a, b in table)
+    # observed 7/10; chance 0.5 x 0.6 + 0.5 x 0.4 = 0.5; kappa (0.7 - 0.5) / (1 - 0.5)
+    assert figures.items == 10 and figures.accuracy == pytest.approx(0.7)
+    assert figures.confusion == {"reject": {"reject": 4, "pass": 1}, "pass": {"reject": 2, "pass": 3}}
+    assert figures.precision == pytest.approx(4 / 5) and figures.recall == pytest.approx(4 / 6)
+    assert figures.kappa == pytest.approx(0.4)
+    (same,) = agreement({"stage": "s", "judge": "llm", "llm": "pass", "human": "pass"} for _ in range(3))
+    assert same.kappa is None and same.precision is None and same.recall is None and same.accuracy == 1
+
+
+def test_a_review_file_round_trip_records_human_verdicts_that_agreement_measures(run: dict[str, Any]) -> None:
+    wh, root = run["warehouse"], run["root"]
+    exported = root / "review.jsonl"
+    done = cli("--warehouse", wh, "review", "export", "--status", "all", "--out", str(exported))
+    assert done.returncode == 0, done.stderr
+    rows = lines(exported)
+    assert {r["llm_decision"] for r in rows} == {"pass", "reject"} and all(r["human_decision"] == "" for r in rows)
+    judged = [r for r in rows if r["stage"] == "judge_relevance"]
+    assert all(r["text"] and r["instruction"] and r["query"] for r in judged), "the texts a person needs"
+    rejected = [r for r in judged if r["llm_decision"] == "reject"][:2]
+    passed = [r for r in judged if r["llm_decision"] == "pass"][:3]
+    assert len(rejected) == 2 and len(passed) == 3
+    # people: both rejections overruled (accept), two passes confirmed, one pass rejected
+    decisions = ["accept", "accept", "accept", "keep", "reject"]
+    filled = root / "filled.csv"
+    with filled.open("w", newline="") as file:
+        writer = csv.DictWriter(file, fieldnames=list(rows[0]))
+        writer.writeheader()
+        for row, decision in zip([*rejected, *passed], decisions, strict=True):
+            writer.writerow({**row, "human_decision": decision, "note": "checked by hand"})
+        writer.writerow(rows[-1])  # a row left empty is no decision
+    for _ in range(2):  # importing again replaces, never doubles
+        done = cli("--warehouse", wh, "review", "import", str(filled), "--reviewer", "Ada L.")
+        assert done.returncode == 0 and "5 human verdicts" in done.stdout, done.stderr
+    with Warehouse(wh, read_only=True) as warehouse:
+        people = query(warehouse, "SELECT judge, decision, reason FROM verdicts WHERE judge LIKE 'human%'")
+    assert len(people) == 5 and {p["judge"] for p in people} == {"human:ada_l"}
+    assert {p["reason"] for p in people} == {"checked by hand"}
+    report = json.loads(cli("--warehouse", wh, "agreement", "--json").stdout)
+    (figures,) = report["judges"]
+    # llm reject/human pass: 2; llm pass/human pass: 2; llm pass/human reject: 1; no rejection both made
+    assert (figures["stage"], figures["judge"], figures["items"]) == ("judge_relevance", "llm", 5)
+    assert figures["confusion"] == {"reject": {"reject": 0, "pass": 2}, "pass": {"reject": 1, "pass": 2}}
+    chance = 0.4 * 0.2 + 0.6 * 0.8
+    assert figures["accuracy"] == pytest.approx(0.4) and figures["precision"] == 0 and figures["recall"] == 0
+    assert figures["kappa"] == pytest.approx((0.4 - chance) / (1 - chance))
+
+
+def test_a_bad_review_file_is_one_line_and_writes_nothing(run: dict[str, Any], tmp_path: Path) -> None:
+    wh = run["warehouse"]
+    exported = tmp_path / "r.jsonl"
+    assert cli("--warehouse", wh, "review", "export", "--sample", "2", "--out", str(exported)).returncode == 0
+    first, second = lines(exported)
+    bad_decision = tmp_path / "bad.jsonl"
+    bad_decision.write_text(json.dumps({**first, "human_decision": "accept"}) + "\n"
+                            + json.dumps({**second, "human_decision": "maybe"}) + "\n")  # fmt: skip
+    unknown = tmp_path / "unknown.jsonl"
+    unknown.write_text(json.dumps({**first, "item_id": "nope", "human_decision": "reject"}) + "\n")
+    with Warehouse(wh, read_only=True) as warehouse:
+        before = query(warehouse, "SELECT count(*) AS n FROM verdicts WHERE judge LIKE 'human%'")[0]["n"]
+    refusals = [
+        (bad_decision, "bad.jsonl:2: human_decision `maybe` must be one of accept, reject"),
+        (unknown, "has no verdict on item nope"),
+        (tmp_path / "none.csv", "does not exist"),
+    ]
+    for path, message in refusals:
+        done = cli("--warehouse", wh, "review", "import", str(path))
+        assert done.returncode != 0 and message in done.stderr and "Traceback" not in done.stderr, done.stderr
+    with Warehouse(wh, read_only=True) as warehouse:
+        after = query(warehouse, "SELECT count(*) AS n FROM verdicts WHERE judge LIKE 'human%'")[0]["n"]
+    assert after == before, "nothing of a refused file was written"
