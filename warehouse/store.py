@@ -470,7 +470,10 @@ class Warehouse:
         with self._lock:
             cursor = self._cursor()
             cursor.execute("DELETE FROM items WHERE run_id = ? AND stage = ?", [run_id, stage])
-            cursor.execute("DELETE FROM verdicts WHERE run_id = ? AND stage = ? AND judge <> 'human'", [run_id, stage])
+            # people's verdicts (`human`, `human:<reviewer>`) are no stage's output: a rerun keeps them
+            cursor.execute(
+                "DELETE FROM verdicts WHERE run_id = ? AND stage = ? AND judge NOT LIKE 'human%'", [run_id, stage]
+            )
             cursor.execute("DELETE FROM stage_counts WHERE run_id = ? AND stage = ?", [run_id, stage])
 
     def record_stage(self, run_id: str, ord_: int, counts: StageCounts) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import json
+import shutil
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -84,6 +85,11 @@ def test_a_review_file_round_trip_records_human_verdicts_that_agreement_measures
     chance = 0.4 * 0.2 + 0.6 * 0.8
     assert figures["accuracy"] == pytest.approx(0.4) and figures["precision"] == 0 and figures["recall"] == 0
     assert figures["kappa"] == pytest.approx((0.4 - chance) / (1 - chance))
+    copy = shutil.copy(wh, root / "copy.duckdb")
+    with Warehouse(copy) as warehouse:  # a stage run again forgets its own verdicts, not people's
+        warehouse.clear_stage(run["run_id"], "judge_relevance")
+        kept = query(warehouse, "SELECT judge FROM verdicts WHERE stage = 'judge_relevance'")
+    assert [k["judge"] for k in kept] == ["human:ada_l"] * 5
 
 
 def test_a_bad_review_file_is_one_line_and_writes_nothing(run: dict[str, Any], tmp_path: Path) -> None:
