@@ -73,6 +73,8 @@ class RunConfig(Config):
     max_failure_share: float = Field(
         0.05, ge=0, le=1, description="a run whose failed requests exceed this share of its asks ends failed"
     )
+    humans_from: str | None = Field(None, description="the run whose human verdicts override its judges' (release)")
+    cache_only: bool = Field(False, description="answer from the cache only; an uncached ask fails unsent (release)")
 
     def endpoint_for(self, role: Role) -> Endpoint:
         return self.judge_endpoint or self.endpoint if role == "judge" else self.endpoint

@@ -146,6 +146,13 @@ def markdown(card: dict[str, Any], *, endpoints: bool = False) -> str:
     ]
     lines += ["## Counts", "", "| what | count |", "|---|---:|"]
     lines += [f"| {name} | {value} |" for name, value in card.get("counts", {}).items()]
+    if card.get("reviewed"):
+        reviewed = card["reviewed"]
+        lines += [
+            "",
+            f"People reviewed run {reviewed['from_run']}: {reviewed['human_verdicts']} human verdicts, "
+            f"{reviewed['overruled']} of which overruled a judge and count instead of it.",
+        ]
     if card.get("models"):
         lines += ["", "## Models", "", "| role | model | endpoint | structured output |", "|---|---|---|---|"]
         for role, model in card["models"].items():

@@ -89,6 +89,16 @@ def record(warehouse: Warehouse, verdicts: Sequence[VerdictRecord]) -> None:
     warehouse.flush()
 
 
+def decisions(warehouse: Warehouse, run_id: str) -> dict[tuple[str, str], str]:
+    """(item, stage) -> what people decided there, the newest human verdict counting."""
+    rows = warehouse._sql(
+        "SELECT item_id, stage, decision FROM verdicts WHERE run_id = ? AND judge LIKE 'human%' "
+        "QUALIFY row_number() OVER (PARTITION BY item_id, stage ORDER BY created_at DESC, judge) = 1",
+        [run_id],
+    )
+    return {(r["item_id"], r["stage"]): r["decision"] for r in rows}
+
+
 def pairs(warehouse: Warehouse, run_id: str) -> list[dict[str, Any]]:
     """Every (stage, LLM judge, item) that a person decided too: the LLM's decision and the newest human one."""
     return warehouse._sql(

@@ -666,6 +666,42 @@ def review_import(
 
 
 @app.command()
+def release(
+    ctx: typer.Context,
+    run_ref: RunArg = None,
+    name: Annotated[str, typer.Option(help="The new release's name (and its run's).")] = "",
+    as_json: JsonFlag = False,
+) -> None:
+    """Reassemble a run's release with people's verdicts in place of its judges', from the cache alone: no
+    request is sent, and an input people let through counts as far as later stages answered it before."""
+    from pydantic import ValidationError
+
+    from ifsynth.schemas.config import RunConfig
+    from ifsynth.warehouse.stats import release_meta
+
+    if not name:
+        raise typer.BadParameter("give --name NAME for the new release")
+    with _open(ctx) as warehouse:
+        source = warehouse.run(run_ref)
+    try:
+        settings = RunConfig.model_validate(
+            {**source.config, "name": name, "humans_from": source.run_id, "cache_only": True,
+             "max_failure_share": 1.0, "max_calls": None, "max_cost": None, "batch": False}
+        )  # fmt: skip
+    except ValidationError as exc:
+        raise ConfigError(f"--name {name}: {exc.errors()[0]['msg']}") from None
+    run_id = _run_and_report(ctx, settings, as_json=as_json)
+    with _open(ctx) as warehouse:
+        card = json.loads(release_meta(warehouse, release_for(warehouse, run_id))["card"])
+    reviewed = card.get("reviewed") or {"human_verdicts": 0, "overruled": 0}
+    if not as_json:
+        out.print(
+            f"release {name}: {reviewed['overruled']} decisions overruled by people "
+            f"({reviewed['human_verdicts']} human verdicts on run {source.run_id})"
+        )
+
+
+@app.command()
 def agreement(ctx: typer.Context, run_ref: RunArg = None, as_json: JsonFlag = False) -> None:
     """How far each LLM judge agrees with people on the items both decided (rejection is the positive class)."""
     from ifsynth.flows.evaluation.agreement import agreement as measure

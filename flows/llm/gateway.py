@@ -167,6 +167,9 @@ class Gateway:
                 reply.cached += 1
                 text, finish = hit["response"], hit["finish_reason"]
                 reply.logprobs = json.loads(hit["logprobs"]) if hit.get("logprobs") else None
+            elif self.config.cache_only:
+                reply.status, reply.error = "failed", "not in the cache, and this run sends no request"
+                return reply
             else:
                 try:
                     text, finish, reply.logprobs, attempts = await self._send(stage, ask, request)

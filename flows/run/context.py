@@ -22,6 +22,7 @@ from ifsynth.prompts.registry import Prompts
 from ifsynth.schemas.config import RecipeParams, RunConfig
 from ifsynth.schemas.errors import BudgetExhausted
 from ifsynth.schemas.records import StageCounts
+from ifsynth.warehouse import review
 from ifsynth.warehouse.store import Warehouse
 
 
@@ -86,6 +87,9 @@ class RunContext:
     source: SeedSource
     progress: Progress = field(default_factory=NoProgress)
     budget: Budget = field(default_factory=Budget)
+    # (item, stage) -> people's decision, which overrides the stage's own (flows/run/stage.py)
+    humans: dict[tuple[str, str], str] = field(default_factory=dict)
+    overruled: set[tuple[str, str]] = field(default_factory=set)
 
     @classmethod
     def build(
@@ -100,7 +104,10 @@ class RunContext:
         chosen = recipe(config.recipe)
         params = chosen.params.model_validate(config.params)
         prompts, source = Prompts(config.prompts_dir), chosen.source(config.seeds, params)
-        return cls(run_id, config, params, warehouse, prompts, source, progress or NoProgress(), budget or Budget())
+        humans = review.decisions(warehouse, config.humans_from or run_id)
+        return cls(
+            run_id, config, params, warehouse, prompts, source, progress or NoProgress(), budget or Budget(), humans
+        )
 
     @property
     def recipe(self) -> str:

@@ -18,7 +18,7 @@ from ifsynth.flows.run.prefect_api import prefect_api
 from ifsynth.flows.run.registry import recipe
 from ifsynth.flows.run.signals import stoppable
 from ifsynth.prompts.registry import Prompts
-from ifsynth.schemas.config import RunConfig
+from ifsynth.schemas.config import Endpoint, RunConfig
 from ifsynth.schemas.errors import ConfigError, RunFailed
 from ifsynth.schemas.records import RunRecord, StageCounts
 from ifsynth.warehouse.keys import canonical, sha256
@@ -60,6 +60,8 @@ def fingerprint(config: RunConfig, prompts: Prompts, templates: list[str]) -> st
                 "endpoints": endpoints,
                 "params": config.params,
                 "templates": {name: prompts.hash(name) for name in templates},
+                # set by `ifsynth release` only, so earlier runs' fingerprints stay as they were
+                **({"humans_from": config.humans_from} if config.humans_from else {}),
             }
         )
     )
@@ -82,13 +84,18 @@ def execute(
         prompts.check(name)  # a missing, broken or empty template fails here, before any call
     for source in chosen.seed_sources(config.seeds, params):
         source.check()  # a faulty seed source fails here, before the warehouse is touched
-    for endpoint in {config.endpoint_for("generator"), config.endpoint_for("judge")}:
+    for endpoint in {config.endpoint_for("generator"), config.endpoint_for("judge")} - _unused(config):
         preflight(endpoint, progress.note)
     for key, value in PREFECT_DEFAULTS.items():
         os.environ.setdefault(key, value)
     flow = chosen.flow()
     with stoppable(), prefect_api(progress.note):
         return _drive(flow, config, prompts, templates, warehouse_path, progress, memory_limit)
+
+
+def _unused(config: RunConfig) -> set[Endpoint]:
+    """Endpoints a run never reaches: all of them when it answers from the cache alone."""
+    return {config.endpoint_for("generator"), config.endpoint_for("judge")} if config.cache_only else set()
 
 
 def _drive(

@@ -105,7 +105,15 @@ class StageWriter:
         )
 
     def add(self, input_id: str | None, outcome: Outcome) -> None:
-        """Record one input's outcome; a judged input that did not pass takes the matching status."""
+        """Record one input's outcome; a judged input that did not pass takes the matching status.
+
+        Where a person decided this input at this stage, their decision is the one that counts, in this one
+        place for every stage: an accept lets a rejected input go on (as far as later stages have answers for
+        it), a reject removes a passed one and what it made. The stage's own verdicts stay on record."""
+        human = self.ctx.humans.get((input_id or "", self.stage))
+        if human is not None and outcome.decision in ("pass", "reject") and human != outcome.decision:
+            self.ctx.overruled.add((input_id or "", self.stage))
+            outcome = Outcome(human, [] if human == "reject" else outcome.items, outcome.verdicts)  # type: ignore[arg-type]
         self.counts["n_in"] += 1
         self.counts["n_out"] += outcome.n_out if outcome.n_out is not None else len(outcome.items)
         if outcome.decision == "set_aside":

@@ -217,4 +217,11 @@ def release_card(ctx: RunContext, assemble: StageCounts, **counts: int) -> dict[
         },
         "counts": counts,
         "stages": stages,
+        **({"reviewed": _reviewed(ctx)} if ctx.humans else {}),
     }
+
+
+def _reviewed(ctx: RunContext) -> dict[str, Any]:
+    """How far people changed the release: their verdicts, and the decisions of a stage they overruled."""
+    return {"from_run": ctx.config.humans_from or ctx.run_id, "human_verdicts": len(ctx.humans),
+            "overruled": len(ctx.overruled)}  # fmt: skip

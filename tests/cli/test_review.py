@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import json
+import re
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
@@ -17,7 +18,7 @@ from ifsynth.flows.run.runner import execute
 from ifsynth.warehouse.store import Warehouse
 from tests.conftest import INSTRUCTIR_SEEDS, cli
 from tests.fake_openai import FakeOpenAI
-from tests.helpers import query, sensible
+from tests.helpers import field, query, sensible
 
 
 @pytest.fixture(scope="module")
@@ -115,3 +116,53 @@ def test_a_bad_review_file_is_one_line_and_writes_nothing(run: dict[str, Any], t
     with Warehouse(wh, read_only=True) as warehouse:
         after = query(warehouse, "SELECT count(*) AS n FROM verdicts WHERE judge LIKE 'human%'")[0]["n"]
     assert after == before, "nothing of a refused file was written"
+
+
+def picky(body: dict[str, Any]) -> dict[str, Any]:
+    """`sensible`, but the specificity judge names a wrong passage for reader 2: those rewrites are rejected."""
+    name, prompt = body["response_format"]["json_schema"]["name"], body["messages"][-1]["content"]
+    if name.startswith("Pick") and "I am reader 2 " in field(prompt, "About the searcher"):
+        wanted = field(prompt, "About the searcher")
+        labels = re.findall(r"^\[(\d+)\] (.*)$", prompt, re.MULTILINE)
+        wrong = next(label for label, text in labels if wanted not in text)
+        return {"explanation": "another reader", "best": wrong}
+    return sensible(body)
+
+
+def release_instructions(warehouse: str, release: str) -> set[str]:
+    with Warehouse(warehouse, read_only=True) as wh:
+        rows = query(wh, "SELECT instruction FROM release_queries WHERE release = ?", [release])
+    return {r["instruction"] for r in rows}
+
+
+def test_release_counts_people_over_judges_and_sends_nothing(tmp_path: Path) -> None:
+    wh = str(tmp_path / "w.duckdb")
+    with FakeOpenAI(mode="responder", responder=picky) as fake:
+        sets = ["instructions_per_query=4", "min_group_size=1", "max_noise_passages=40"]
+        config = resolve("instructir", seeds=f"beir:{INSTRUCTIR_SEEDS}", limit=4, base_url=fake.base_url, model="m",
+                         name="judged", sets=sets)  # fmt: skip
+        execute(config, wh)
+        before = release_instructions(wh, "judged")
+        exported = tmp_path / "review.jsonl"
+        assert cli("--warehouse", wh, "review", "export", "--status", "all", "--out", str(exported)).returncode == 0
+        rows = [r for r in lines(exported) if r["stage"] == "judge_specificity"]
+        restored = [r for r in rows if r["llm_decision"] == "reject"][:2]
+        removed = [r for r in rows if r["llm_decision"] == "pass" and r["instruction"] in before][:1]
+        assert len(restored) == 2 and len(removed) == 1
+        assert not {r["instruction"] for r in restored} & before, "the judge kept them out"
+        filled = tmp_path / "filled.jsonl"
+        decided = zip([*restored, *removed], ["accept", "accept", "reject"], strict=True)
+        filled.write_text("".join(json.dumps({**r, "human_decision": d}) + "\n" for r, d in decided))
+        assert cli("--warehouse", wh, "review", "import", str(filled)).returncode == 0
+        sent = fake.stats()["requests"]
+        done = cli("--warehouse", wh, "release", "judged", "--name", "reviewed")
+        assert done.returncode == 0, done.stderr
+        assert fake.stats()["requests"] == sent, "a release is made from the cache alone"
+    assert "3 decisions overruled by people" in done.stdout
+    after = release_instructions(wh, "reviewed")
+    expected = (before - {removed[0]["instruction"]}) | {r["instruction"] for r in restored}
+    assert after == expected, "exactly the people's changes"
+    assert release_instructions(wh, "judged") == before, "the judged release stays as it was"
+    with Warehouse(wh, read_only=True) as warehouse:
+        (card,) = query(warehouse, "SELECT card FROM releases WHERE name = 'reviewed'")
+    assert json.loads(card["card"])["reviewed"]["overruled"] == 3
