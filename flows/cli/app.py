@@ -701,6 +701,29 @@ def release(
         )
 
 
+@app.command("report")
+def report_(
+    ctx: typer.Context,
+    ref: Annotated[
+        str | None, typer.Argument(metavar="[RUN|RELEASE]", help="A run or a release; the newest run.")
+    ] = None,
+    out_file: Annotated[Path, typer.Option("--out", help="The HTML file to write.")] = Path("report.html"),
+    compare: Annotated[
+        str | None, typer.Option(help="Overlay this release's text lengths (an imported original, say).")
+    ] = None,
+) -> None:
+    """One self-contained HTML file: funnel, judges' scores, lengths, rejection reasons, samples, tokens, card."""
+    from ifsynth.flows.cli import report
+
+    with _open(ctx) as warehouse:
+        release = release_for(warehouse, ref)
+        if compare is not None:
+            compare = release_for(warehouse, compare)
+        document = report.build(warehouse, release, compare)
+    path = report.write(out_file, document)
+    out.print(f"report of {release} written to {path.resolve()} ({len(document) // 1024} kB)")
+
+
 @app.command()
 def agreement(ctx: typer.Context, run_ref: RunArg = None, as_json: JsonFlag = False) -> None:
     """How far each LLM judge agrees with people on the items both decided (rejection is the positive class)."""

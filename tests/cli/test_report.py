@@ -1,0 +1,73 @@
+"""`ifsynth report`: one self-contained HTML file, opened in headless Chromium with every chart drawn."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from ifsynth.flows.run.config import resolve
+from ifsynth.flows.run.runner import execute
+from tests.conftest import INSTRUCTIR_SEEDS, SHARED_DATA, cli
+from tests.fake_openai import FakeOpenAI
+from tests.helpers import sensible
+
+# what would make the browser fetch something: a script, a style sheet or an image from a URL
+EXTERNAL = re.compile(r"<script[^>]+src=|<link[^>]+href=|<img[^>]+src=[\"']?https?:|url\(\s*[\"']?https?:", re.I)
+
+
+@pytest.fixture(scope="module")
+def reported(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
+    root = tmp_path_factory.mktemp("report")
+    warehouse = str(root / "w.duckdb")
+    with FakeOpenAI(mode="responder", responder=sensible) as fake:
+        sets = ["instructions_per_query=4", "min_group_size=3", "max_noise_passages=40"]
+        config = resolve("instructir", seeds=f"beir:{INSTRUCTIR_SEEDS}", limit=4, base_url=fake.base_url, model="m",
+                         name="mine", sets=sets)  # fmt: skip
+        execute(config, warehouse)
+    done = cli("--warehouse", warehouse, "import", "instructir", str(SHARED_DATA / "instructir"), "--name", "orig")
+    assert done.returncode == 0, done.stderr
+    out = root / "r.html"
+    done = cli("--warehouse", warehouse, "report", "mine", "--out", str(out), "--compare", "orig")
+    assert done.returncode == 0, done.stderr
+    yield {"root": root, "out": out}
+
+
+def test_the_report_is_one_file_that_fetches_nothing(reported: dict[str, Any]) -> None:
+    document = reported["out"].read_text()
+    assert not EXTERNAL.search(document), EXTERNAL.search(document)
+    for section in (
+        "Funnel",
+        "Judges' scores",
+        "Rejection reasons",
+        "Samples per stage",
+        "Tokens and cost",
+        "Card",
+    ):
+        assert f"<h2>{section}" in document, section
+    assert [p.name for p in reported["root"].iterdir() if p.suffix == ".html"] == ["r.html"]
+
+
+def test_chromium_draws_every_chart_and_the_lengths_against_the_original(
+    reported: dict[str, Any], browser_page: Any
+) -> None:
+    page = browser_page
+    page.goto("about:blank")
+    blank = len(page.screenshot(full_page=True))
+    page.goto(reported["out"].as_uri())
+    page.wait_for_function(
+        "document.querySelectorAll('.chart .main-svg').length >= document.querySelectorAll('.chart').length"
+    )
+    traces = page.evaluate(
+        "Array.from(document.querySelectorAll('.chart .js-plotly-plot')).map(g => [g.layout.title.text, g.data.length,"
+        " g.querySelectorAll('.point, .bars path, path.point').length])"
+    )
+    charts = page.evaluate("document.querySelectorAll('.chart').length")
+    assert len(traces) == charts >= 6, traces
+    lengths = {title: n for title, n, _ in traces if title.startswith("Words per")}
+    assert lengths == {"Words per instruction": 2, "Words per query": 2, "Words per passage": 2}, traces
+    assert all(drawn > 0 for _, _, drawn in traces), "every chart has drawn marks"
+    shot = page.screenshot(full_page=True)
+    assert len(shot) > 20 * blank, "the page is not blank"
