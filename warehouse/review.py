@@ -110,3 +110,14 @@ def pairs(warehouse: Warehouse, run_id: str) -> list[dict[str, Any]]:
         "ORDER BY m.stage, m.judge, m.item_id",
         [run_id, run_id],
     )
+
+
+def forget(warehouse: Warehouse, run_id: str, item_id: str, stage: str, judge: str) -> None:
+    """Take back one person's verdict (a review's undo)."""
+    if not judge.startswith(f"{HUMAN}:"):
+        raise WarehouseError("a review takes back only human verdicts")
+    warehouse.flush()
+    warehouse._execute(
+        "DELETE FROM verdicts WHERE run_id = ? AND item_id = ? AND stage = ? AND judge = ?",
+        [run_id, item_id, stage, judge],
+    )

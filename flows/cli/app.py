@@ -621,6 +621,39 @@ review_app = typer.Typer(
 app.add_typer(review_app, name="review")
 
 
+@review_app.command("serve")
+def review_serve(
+    ctx: typer.Context,
+    run_ref: RunArg = None,
+    stage: Annotated[str | None, typer.Option(help="Only this stage's verdicts.")] = None,
+    status: Annotated[
+        str, typer.Option(help="rejected (what judges removed), ok (what they kept) or all.")
+    ] = "rejected",
+    sample: Annotated[int | None, typer.Option(help="At most N items, spread over stages and decisions.")] = None,
+    port: Annotated[int, typer.Option(help="The loopback port of the page.")] = 8765,
+    reviewer: Annotated[str | None, typer.Option(help="Whose decisions these are (default: you).")] = None,
+) -> None:
+    """A local page to review verdicts one at a time (a accept, r reject, s skip, u undo, n note); every
+    decision is a human verdict the moment it is made."""
+    from ifsynth.flows.cli.review import default_reviewer
+    from ifsynth.flows.cli.review_page import serve
+
+    if status not in ("rejected", "ok", "all"):
+        raise typer.BadParameter("--status must be rejected, ok or all")
+    with _open(ctx, read_only=False) as warehouse:
+        run_id = warehouse.run(run_ref).run_id
+        serve(
+            warehouse,
+            run_id,
+            stage=stage,
+            status=status,  # type: ignore[arg-type]
+            sample=sample,
+            reviewer=reviewer or default_reviewer(),
+            port=port,
+            ready=lambda line: err.print(line, markup=False),
+        )
+
+
 @review_app.command("export")
 def review_export(
     ctx: typer.Context,

@@ -1,0 +1,86 @@
+"""The review page in headless Chromium: keys decide, each decision is a human verdict at once, and a server
+killed mid-review loses none of them."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+from typing import Any
+
+import pytest
+
+from ifsynth.flows.run.config import resolve
+from ifsynth.flows.run.prefect_api import free_port
+from ifsynth.flows.run.runner import execute
+from ifsynth.warehouse.store import Warehouse
+from tests.conftest import INSTRUCTIR_SEEDS, REPO
+from tests.fake_openai import FakeOpenAI
+from tests.helpers import query, sensible
+
+
+def items(url: str) -> list[dict[str, Any]]:
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            with urllib.request.urlopen(f"{url}api/items", timeout=2) as answer:
+                return json.loads(answer.read())["items"]
+        except OSError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.2)
+
+
+@pytest.fixture(scope="module")
+def warehouse(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """A run against the fake, made before the browser starts (Playwright's sync API holds an event loop)."""
+    wh = str(tmp_path_factory.mktemp("page") / "w.duckdb")
+    with FakeOpenAI(mode="responder", responder=sensible) as fake:
+        sets = ["instructions_per_query=4", "min_group_size=3", "max_noise_passages=40"]
+        execute(resolve("instructir", seeds=f"beir:{INSTRUCTIR_SEEDS}", limit=3, base_url=fake.base_url, model="m",
+                        sets=sets), wh)  # fmt: skip
+    return wh
+
+
+def test_keys_decide_and_a_killed_server_loses_no_decision(warehouse: str, browser_page: Any) -> None:
+    wh = warehouse
+    port = free_port()
+    server = subprocess.Popen(
+        [sys.executable, "-m", "ifsynth.flows.cli", "--warehouse", wh, "review", "serve", "--status", "all",
+         "--port", str(port), "--reviewer", "tester"],
+        cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env={**os.environ},
+    )  # fmt: skip
+    try:
+        url = f"http://127.0.0.1:{port}/"
+        listed = items(url)
+        assert len(listed) >= 3
+        page = browser_page
+        page.goto(url)
+        page.wait_for_selector("#item .box")
+        assert listed[0]["text"] in page.inner_text("#item")
+        for key, count in (("a", 1), ("r", 2), ("a", 3), ("u", 2)):
+            page.keyboard.press(key)
+            page.wait_for_function(f"document.getElementById('progress').textContent.startsWith('{count} of')")
+        page.keyboard.press("n")
+        page.keyboard.type("not about the query")
+        page.keyboard.press("Escape")
+        page.keyboard.press("r")  # the third item again (undo went back to it), with a note
+        page.wait_for_function("document.getElementById('progress').textContent.startsWith('3 of')")
+    finally:
+        server.send_signal(signal.SIGKILL)  # no clean shutdown: what was decided must already be on disk
+        server.wait(timeout=10)
+    with Warehouse(wh, read_only=True) as warehouse:
+        people = query(
+            warehouse, "SELECT item_id, stage, judge, decision, reason FROM verdicts WHERE judge LIKE 'human%'"
+        )
+    got = {(p["item_id"], p["stage"]): (p["decision"], p["reason"]) for p in people}
+    expected = {
+        (listed[0]["item_id"], listed[0]["stage"]): ("pass", ""),
+        (listed[1]["item_id"], listed[1]["stage"]): ("reject", ""),
+        (listed[2]["item_id"], listed[2]["stage"]): ("reject", "not about the query"),
+    }
+    assert got == expected and {p["judge"] for p in people} == {"human:tester"}
