@@ -10,6 +10,7 @@ import subprocess
 import sys
 import time
 import urllib.request
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -18,7 +19,8 @@ from ifsynth.flows.run.config import resolve
 from ifsynth.flows.run.prefect_api import free_port
 from ifsynth.flows.run.runner import execute
 from ifsynth.warehouse.store import Warehouse
-from tests.conftest import INSTRUCTIR_SEEDS, REPO
+from tests.cli.test_review import picky, release_instructions
+from tests.conftest import INSTRUCTIR_SEEDS, REPO, cli
 from tests.fake_openai import FakeOpenAI
 from tests.helpers import query, sensible
 
@@ -84,3 +86,51 @@ def test_keys_decide_and_a_killed_server_loses_no_decision(warehouse: str, brows
         (listed[2]["item_id"], listed[2]["stage"]): ("reject", "not about the query"),
     }
     assert got == expected and {p["judge"] for p in people} == {"human:tester"}
+
+
+@pytest.fixture(scope="module")
+def judged(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
+    """A run whose specificity judge rejects reader 2's rewrites, and the fake that answered it, still up."""
+    wh = str(tmp_path_factory.mktemp("judged") / "w.duckdb")
+    with FakeOpenAI(mode="responder", responder=picky) as fake:
+        sets = ["instructions_per_query=4", "min_group_size=1", "max_noise_passages=40"]
+        execute(resolve("instructir", seeds=f"beir:{INSTRUCTIR_SEEDS}", limit=4, base_url=fake.base_url, model="m",
+                        name="judged", sets=sets), wh)  # fmt: skip
+        yield {"warehouse": wh, "fake": fake}
+
+
+def test_decisions_made_on_the_page_make_the_release(judged: dict[str, Any], browser_page: Any) -> None:
+    wh, fake = judged["warehouse"], judged["fake"]
+    before = release_instructions(wh, "judged")
+    port = free_port()
+    server = subprocess.Popen(
+        [sys.executable, "-m", "ifsynth.flows.cli", "--warehouse", wh, "review", "serve", "--stage",
+         "judge_specificity", "--status", "all", "--port", str(port)],
+        cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+    )  # fmt: skip
+    try:
+        url = f"http://127.0.0.1:{port}/"
+        listed = items(url)
+        rejected = [i for i, row in enumerate(listed) if row["llm_decision"] == "reject"][:2]
+        kept = [i for i, row in enumerate(listed) if row["llm_decision"] == "pass" and row["instruction"] in before][:1]
+        assert len(rejected) == 2 and len(kept) == 1
+        page = browser_page
+        page.goto(url)
+        page.wait_for_selector("#item .box")
+        at = 0
+        for count, (index, key) in enumerate(zip([*rejected, *kept], "aar", strict=True), start=1):
+            while at != index:  # the arrows move through the list
+                page.keyboard.press("ArrowRight" if index > at else "ArrowLeft")
+                at += 1 if index > at else -1
+            page.keyboard.press(key)
+            page.wait_for_function(f"document.getElementById('progress').textContent.startsWith('{count} of')")
+            at = min(at + 1, len(listed) - 1)
+    finally:
+        server.send_signal(signal.SIGKILL)
+        server.wait(timeout=10)
+    sent = fake.stats()["requests"]
+    done = cli("--warehouse", wh, "release", "judged", "--name", "from-the-page")
+    assert done.returncode == 0, done.stderr
+    assert fake.stats()["requests"] == sent and "3 decisions overruled by people" in done.stdout
+    expected = (before - {listed[kept[0]]["instruction"]}) | {listed[i]["instruction"] for i in rejected}
+    assert release_instructions(wh, "from-the-page") == expected
