@@ -121,3 +121,14 @@ def forget(warehouse: Warehouse, run_id: str, item_id: str, stage: str, judge: s
         "DELETE FROM verdicts WHERE run_id = ? AND item_id = ? AND stage = ? AND judge = ?",
         [run_id, item_id, stage, judge],
     )
+
+
+def siblings(warehouse: Warehouse, run_id: str, item_id: str) -> list[dict[str, Any]]:
+    """The items made from the same parent by the same stage (InstructIR's other rewrites of a passage, the
+    passages of an InF-IR tuple), with their status: what a judge chose among, or compared against."""
+    return warehouse._sql(
+        "SELECT s.item_id, s.kind, s.status, s.payload FROM items i JOIN items s ON s.run_id = i.run_id "
+        "AND s.stage = i.stage AND s.item_id <> i.item_id AND len(list_intersect(s.parent_ids, i.parent_ids)) > 0 "
+        "WHERE i.run_id = ? AND i.item_id = ? ORDER BY s.ord, s.item_id",
+        [run_id, item_id],
+    )

@@ -45,8 +45,9 @@ def app(warehouse: Warehouse, run_id: str, rows: list[dict[str, Any]], reviewer:
         return JSONResponse({"run_id": run_id, "reviewer": judge, "items": rows})
 
     async def details(request: Request) -> JSONResponse:
-        """The item's lineage, verdicts and calls (rendered prompts, raw answers), asked for on demand."""
-        shown = audit.show(warehouse, request.path_params["item_id"], run_id)
+        """The item's lineage, siblings, verdicts and calls (rendered prompts, raw answers), on demand."""
+        item_id = request.path_params["item_id"]
+        shown = {**audit.show(warehouse, item_id, run_id), "siblings": review.siblings(warehouse, run_id, item_id)}
         return JSONResponse(json.loads(json.dumps(shown, default=str)))
 
     async def decide(request: Request) -> JSONResponse:

@@ -72,6 +72,10 @@ def test_keys_decide_and_a_killed_server_loses_no_decision(warehouse: str, brows
         page.keyboard.press("Escape")
         page.keyboard.press("r")  # the third item again (undo went back to it), with a note
         page.wait_for_function("document.getElementById('progress').textContent.startsWith('3 of')")
+        page.keyboard.press("d")  # the fourth item's lineage, siblings, prompts and raw answers
+        page.wait_for_selector("#details pre")
+        shown = page.inner_text("#details")
+        assert "lineage" in shown.lower() and "raw answer" in shown.lower()
     finally:
         server.send_signal(signal.SIGKILL)  # no clean shutdown: what was decided must already be on disk
         server.wait(timeout=10)
