@@ -8,6 +8,7 @@ already decided. The page is one HTML document with its script and style inline:
 from __future__ import annotations
 
 import json
+import socket
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -20,6 +21,7 @@ from starlette.responses import HTMLResponse, JSONResponse
 from starlette.routing import Route
 
 from ifsynth.flows.cli.review import rows_for
+from ifsynth.schemas.errors import ConfigError
 from ifsynth.schemas.records import VerdictRecord
 from ifsynth.warehouse import audit, review
 from ifsynth.warehouse.store import Warehouse
@@ -95,7 +97,12 @@ def serve(
 ) -> None:
     """Serve the review of ``run_id`` on 127.0.0.1:``port`` until interrupted."""
     rows = rows_for(warehouse, run_id, stage, status, sample)
-    config = uvicorn.Config(app(warehouse, run_id, rows, reviewer), host="127.0.0.1", port=port, log_level="warning")
-    server = uvicorn.Server(config)
+    listening = socket.socket()
+    try:  # bound here, so a port in use is one line before anything is said to be served
+        listening.bind(("127.0.0.1", port))
+    except OSError as exc:
+        listening.close()
+        raise ConfigError(f"--port {port}: {exc.strerror or exc}; give another port") from None
+    config = uvicorn.Config(app(warehouse, run_id, rows, reviewer), log_level="warning")
     ready(f"reviewing {len(rows)} verdicts of run {run_id} at http://127.0.0.1:{port}/ (Ctrl-C to stop)")
-    server.run()
+    uvicorn.Server(config).run(sockets=[listening])

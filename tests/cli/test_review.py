@@ -6,6 +6,7 @@ import csv
 import json
 import re
 import shutil
+import socket
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -166,3 +167,13 @@ def test_release_counts_people_over_judges_and_sends_nothing(tmp_path: Path) -> 
     with Warehouse(wh, read_only=True) as warehouse:
         (card,) = query(warehouse, "SELECT card FROM releases WHERE name = 'reviewed'")
     assert json.loads(card["card"])["reviewed"]["overruled"] == 3
+
+
+def test_a_review_page_on_a_port_in_use_is_one_line(run: dict[str, Any]) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = str(taken.getsockname()[1])
+        done = cli("--warehouse", run["warehouse"], "review", "serve", "--port", port)
+    assert done.returncode == 2 and f"--port {port}: Address already in use" in done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1 and "reviewing" not in done.stderr
