@@ -104,3 +104,16 @@ def export_files(root: Path) -> dict[str, bytes]:
         if name.endswith("README.md"):
             found[name] = re.sub(rb"\n  run_id: \S+\n", b"\n  run_id: -\n", data)
     return found
+
+
+def small_instructir(warehouse: str | Path, base_url: str, *, limit: int = 4, name: str | None = None,
+                     min_group_size: int = 3) -> str:  # fmt: skip
+    """A small InstructIR run over InstructIR's released seeds against a fake at ``base_url``; its run id."""
+    from ifsynth.flows.run.config import resolve
+    from ifsynth.flows.run.runner import execute
+    from tests.conftest import INSTRUCTIR_SEEDS
+
+    sets = ["instructions_per_query=4", f"min_group_size={min_group_size}", "max_noise_passages=40"]
+    config = resolve("instructir", seeds=f"beir:{INSTRUCTIR_SEEDS}", limit=limit, base_url=base_url, model="m",
+                     name=name, sets=sets)  # fmt: skip
+    return execute(config, warehouse).run_id

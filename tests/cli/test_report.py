@@ -8,11 +8,9 @@ from typing import Any
 
 import pytest
 
-from ifsynth.flows.run.config import resolve
-from ifsynth.flows.run.runner import execute
-from tests.conftest import INSTRUCTIR_SEEDS, SHARED_DATA, cli
+from tests.conftest import SHARED_DATA, cli
 from tests.fake_openai import FakeOpenAI
-from tests.helpers import sensible
+from tests.helpers import sensible, small_instructir
 
 # what would make the browser fetch something: a script, a style sheet or an image from a URL
 EXTERNAL = re.compile(r"<script[^>]+src=|<link[^>]+href=|<img[^>]+src=[\"']?https?:|url\(\s*[\"']?https?:", re.I)
@@ -23,10 +21,7 @@ def reported(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any
     root = tmp_path_factory.mktemp("report")
     warehouse = str(root / "w.duckdb")
     with FakeOpenAI(mode="responder", responder=sensible) as fake:
-        sets = ["instructions_per_query=4", "min_group_size=3", "max_noise_passages=40"]
-        config = resolve("instructir", seeds=f"beir:{INSTRUCTIR_SEEDS}", limit=4, base_url=fake.base_url, model="m",
-                         name="mine", sets=sets)  # fmt: skip
-        execute(config, warehouse)
+        small_instructir(warehouse, fake.base_url, name="mine")
     done = cli("--warehouse", warehouse, "import", "instructir", str(SHARED_DATA / "instructir"), "--name", "orig")
     assert done.returncode == 0, done.stderr
     out = root / "r.html"

@@ -14,12 +14,10 @@ from typing import Any
 import pytest
 
 from ifsynth.flows.evaluation.agreement import agreement
-from ifsynth.flows.run.config import resolve
-from ifsynth.flows.run.runner import execute
 from ifsynth.warehouse.store import Warehouse
-from tests.conftest import INSTRUCTIR_SEEDS, cli
+from tests.conftest import cli
 from tests.fake_openai import FakeOpenAI
-from tests.helpers import field, query, sensible
+from tests.helpers import field, query, sensible, small_instructir
 
 
 @pytest.fixture(scope="module")
@@ -27,11 +25,7 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
     root = tmp_path_factory.mktemp("review")
     warehouse = root / "w.duckdb"
     with FakeOpenAI(mode="responder", responder=sensible) as fake:
-        sets = ["instructions_per_query=4", "min_group_size=3", "max_noise_passages=40"]
-        config = resolve(
-            "instructir", seeds=f"beir:{INSTRUCTIR_SEEDS}", limit=4, base_url=fake.base_url, model="m", sets=sets
-        )
-        run_id = execute(config, warehouse).run_id
+        run_id = small_instructir(warehouse, fake.base_url)
     yield {"root": root, "warehouse": str(warehouse), "run_id": run_id}
 
 
@@ -139,10 +133,7 @@ def release_instructions(warehouse: str, release: str) -> set[str]:
 def test_release_counts_people_over_judges_and_sends_nothing(tmp_path: Path) -> None:
     wh = str(tmp_path / "w.duckdb")
     with FakeOpenAI(mode="responder", responder=picky) as fake:
-        sets = ["instructions_per_query=4", "min_group_size=1", "max_noise_passages=40"]
-        config = resolve("instructir", seeds=f"beir:{INSTRUCTIR_SEEDS}", limit=4, base_url=fake.base_url, model="m",
-                         name="judged", sets=sets)  # fmt: skip
-        execute(config, wh)
+        small_instructir(wh, fake.base_url, name="judged", min_group_size=1)
         before = release_instructions(wh, "judged")
         exported = tmp_path / "review.jsonl"
         assert cli("--warehouse", wh, "review", "export", "--status", "all", "--out", str(exported)).returncode == 0

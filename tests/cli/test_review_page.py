@@ -15,14 +15,12 @@ from typing import Any
 
 import pytest
 
-from ifsynth.flows.run.config import resolve
 from ifsynth.flows.run.prefect_api import free_port
-from ifsynth.flows.run.runner import execute
 from ifsynth.warehouse.store import Warehouse
 from tests.cli.test_review import picky, release_instructions
-from tests.conftest import INSTRUCTIR_SEEDS, REPO, cli
+from tests.conftest import REPO, cli
 from tests.fake_openai import FakeOpenAI
-from tests.helpers import query, sensible
+from tests.helpers import query, sensible, small_instructir
 
 
 def items(url: str) -> list[dict[str, Any]]:
@@ -42,9 +40,7 @@ def warehouse(tmp_path_factory: pytest.TempPathFactory) -> str:
     """A run against the fake, made before the browser starts (Playwright's sync API holds an event loop)."""
     wh = str(tmp_path_factory.mktemp("page") / "w.duckdb")
     with FakeOpenAI(mode="responder", responder=sensible) as fake:
-        sets = ["instructions_per_query=4", "min_group_size=3", "max_noise_passages=40"]
-        execute(resolve("instructir", seeds=f"beir:{INSTRUCTIR_SEEDS}", limit=3, base_url=fake.base_url, model="m",
-                        sets=sets), wh)  # fmt: skip
+        small_instructir(wh, fake.base_url, limit=3)
     return wh
 
 
@@ -97,9 +93,7 @@ def judged(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]
     """A run whose specificity judge rejects reader 2's rewrites, and the fake that answered it, still up."""
     wh = str(tmp_path_factory.mktemp("judged") / "w.duckdb")
     with FakeOpenAI(mode="responder", responder=picky) as fake:
-        sets = ["instructions_per_query=4", "min_group_size=1", "max_noise_passages=40"]
-        execute(resolve("instructir", seeds=f"beir:{INSTRUCTIR_SEEDS}", limit=4, base_url=fake.base_url, model="m",
-                        name="judged", sets=sets), wh)  # fmt: skip
+        small_instructir(wh, fake.base_url, name="judged", min_group_size=1)
         yield {"warehouse": wh, "fake": fake}
 
 
