@@ -147,15 +147,15 @@ def _drive(
 
 
 def _check_failures(warehouse: Warehouse, run_id: str, stages: list[StageCounts], allowed: float) -> None:
-    """A run whose asks failed (after every retry) beyond ``allowed`` is not complete, whatever it kept."""
+    """A run whose asks failed (after every retry) beyond ``allowed`` is not complete, whatever it kept; nor is
+    one whose every ask failed, whatever it allowed (a release from an empty cache)."""
     asked = sum(c.n_in for c in stages if c.sent or c.cached or c.failed)
     failed = sum(c.failed for c in stages)
-    if asked and failed / asked > allowed:
+    if asked and (failed / asked > allowed or failed == asked):
         common = warehouse.common_call_error(run_id)
-        raise RunFailed(
-            f"{failed} of {asked} asks failed ({failed / asked:.0%}, more than max_failure_share "
-            f"{allowed:.0%}){f'; most often: {common}' if common else ''}; rerun to retry them"
-        )
+        share = "all of them" if failed == asked else f"{failed / asked:.0%}, more than max_failure_share {allowed:.0%}"
+        often = f"; most often: {common}" if common else ""
+        raise RunFailed(f"{failed} of {asked} asks failed ({share}){often}; rerun to retry them")
 
 
 def stored_config(config: RunConfig) -> dict[str, Any]:
