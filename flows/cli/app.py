@@ -770,7 +770,10 @@ def agreement(ctx: typer.Context, run_ref: RunArg = None, as_json: JsonFlag = Fa
         _json({"run_id": run_id, "judges": [f.model_dump() for f in figures]})
         return
     if not figures:
-        out.print(f"run {run_id}: no item was decided by both an LLM judge and a person yet (`ifsynth review`)")
+        out.print(
+            f"run {run_id}: no item was decided by both an LLM judge and a person yet "
+            "(`ifsynth review serve`, or `review export` and `review import`)"
+        )
         return
     table = Table(
         "stage", "judge", "items", "accuracy", "precision", "recall", "kappa", "llm reject / human reject, pass"
