@@ -75,11 +75,14 @@ def record(warehouse: Warehouse, verdicts: Sequence[VerdictRecord]) -> None:
     """Write human verdicts at once: a review closed mid-way keeps every decision already made."""
     if any(not v.judge.startswith(f"{HUMAN}:") for v in verdicts):
         raise WarehouseError("only human verdicts are written by a review")
-    known = {
+    if not verdicts:
+        return
+    known = {  # only the verdicts decided here: the page records one decision per key press
         (r["item_id"], r["stage"])
         for r in warehouse._sql(
-            "SELECT DISTINCT item_id, stage FROM verdicts WHERE run_id = ? AND judge NOT LIKE 'human%'",
-            [verdicts[0].run_id] if verdicts else [""],
+            "SELECT DISTINCT item_id, stage FROM verdicts WHERE run_id = ? AND item_id IN ? "
+            "AND judge NOT LIKE 'human%'",
+            [verdicts[0].run_id, sorted({v.item_id for v in verdicts})],
         )
     }
     for v in verdicts:
