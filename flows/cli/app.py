@@ -614,6 +614,17 @@ def evaluate(
         )
 
 
+def _review_status(value: str) -> str:
+    if value not in ("rejected", "ok", "all"):
+        raise typer.BadParameter("--status must be rejected, ok or all")
+    return value
+
+
+ReviewStage = Annotated[str | None, typer.Option(help="Only this stage's verdicts.")]
+ReviewStatus = Annotated[
+    str,
+    typer.Option(help="rejected (what judges removed), ok (what they kept) or all.", callback=_review_status),
+]
 review_app = typer.Typer(
     help="The review round trip: export LLM verdicts with their texts, import people's decisions.",
     no_args_is_help=True,
@@ -625,10 +636,8 @@ app.add_typer(review_app, name="review")
 def review_serve(
     ctx: typer.Context,
     run_ref: RunArg = None,
-    stage: Annotated[str | None, typer.Option(help="Only this stage's verdicts.")] = None,
-    status: Annotated[
-        str, typer.Option(help="rejected (what judges removed), ok (what they kept) or all.")
-    ] = "rejected",
+    stage: ReviewStage = None,
+    status: ReviewStatus = "rejected",
     sample: Annotated[int | None, typer.Option(help="At most N items, spread over stages and decisions.")] = None,
     port: Annotated[int, typer.Option(help="The loopback port of the page.")] = 8765,
     reviewer: Annotated[str | None, typer.Option(help="Whose decisions these are (default: you).")] = None,
@@ -638,8 +647,6 @@ def review_serve(
     from ifsynth.flows.cli.review import default_reviewer
     from ifsynth.flows.cli.review_page import serve
 
-    if status not in ("rejected", "ok", "all"):
-        raise typer.BadParameter("--status must be rejected, ok or all")
     with _open(ctx, read_only=False) as warehouse:
         run_id = warehouse.run(run_ref).run_id
         serve(
@@ -661,17 +668,13 @@ def review_export(
     out_file: Annotated[Path, typer.Option("--out", help="JSONL, or CSV when the name ends in .csv.")] = Path(
         "review.jsonl"
     ),
-    stage: Annotated[str | None, typer.Option(help="Only this stage's verdicts.")] = None,
-    status: Annotated[
-        str, typer.Option(help="rejected (what judges removed), ok (what they kept) or all.")
-    ] = "rejected",
+    stage: ReviewStage = None,
+    status: ReviewStatus = "rejected",
     sample: Annotated[int | None, typer.Option(help="At most N rows, spread over stages and decisions.")] = None,
 ) -> None:
     """Write LLM verdicts with their texts and empty human columns (human_decision: accept or reject; note)."""
     from ifsynth.flows.cli import review
 
-    if status not in ("rejected", "ok", "all"):
-        raise typer.BadParameter("--status must be rejected, ok or all")
     with _open(ctx) as warehouse:
         run_id = warehouse.run(run_ref).run_id
         rows = review.rows_for(warehouse, run_id, stage, status, sample)  # type: ignore[arg-type]
@@ -800,10 +803,10 @@ def main() -> None:
     try:
         # not click's standalone mode, which reports an IfsynthError as "Aborted!" or a traceback
         code = app(standalone_mode=False)
-    except click.ClickException as exc:
-        exc.show()
-        sys.exit(exc.exit_code)
-    except click.exceptions.Abort:
+    except (click.ClickException, typer.TyperException) as exc:  # typer raises its own copy of click's errors
+        message = exc.format_message()  # type: ignore[union-attr]
+        _exit_after_error(f"error: {message} (--help lists the options)", exc.exit_code)  # type: ignore[union-attr]
+    except (click.exceptions.Abort, typer.Abort):
         sys.exit(1)
     except IfsynthError as exc:
         clean_stop = isinstance(exc, BudgetExhausted | RunInterrupted)  # not failures: each says how to continue

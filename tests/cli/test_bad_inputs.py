@@ -120,3 +120,15 @@ def test_bad_input_is_refused_before_any_request(case: str, tmp_path: Path) -> N
     assert proc.returncode != 0 and len(lines) == 1 and lines[0].startswith("error: "), proc.stderr[-1500:]
     assert said in lines[0]
     assert sent == 0 and not warehouse.exists()
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["export", "--bogus"], "No such option: --bogus"),
+    (["export", "--format", "nope"], "--format must be one of beir"),
+    (["review", "export", "--status", "nope"], "--status must be rejected, ok or all"),
+    (["run"], "Missing argument"),
+])  # fmt: skip
+def test_a_wrong_flag_or_value_is_one_line_with_exit_2(tmp_path: Path, args: list[str], message: str) -> None:
+    done = cli("--warehouse", str(tmp_path / "w.duckdb"), *args)
+    assert done.returncode == 2 and message in done.stderr, done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1 and "unexpected" not in done.stderr
