@@ -5,7 +5,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import random
 import subprocess
 import sys
 import time
@@ -14,7 +13,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from tests.helpers import query
+from tests.helpers import query, synthetic_beir
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -49,33 +48,9 @@ def emit(figures: dict[str, Any]) -> None:
     print(json.dumps({**figures, "load": load(), "cpus": os.cpu_count()}), flush=True)
 
 
-WORDS = (
-    "river", "stone", "light", "paper", "garden", "window", "silver", "market", "forest", "bridge", "candle",
-    "harbor", "meadow", "pencil", "rocket", "shadow", "thunder", "valley", "winter", "engine", "glacier",
-)  # fmt: skip
 # Every seed eligible and every item kept, so each stage carries its full volume of requests.
 FULL_VOLUME = ["query_length_percentiles=[0,100]", "passage_length_percentiles=[0,100]", "passage_band=inside",
                "q1_min_score=1", "min_group_size=1"]  # fmt: skip
-
-
-def synthetic_beir(root: Path, queries: int, *, noise: int = 2) -> Path:
-    """A deterministic BEIR folder: ``queries`` queries with one positive each, plus noise passages."""
-    rng = random.Random(queries)
-    root.mkdir(parents=True, exist_ok=True)
-
-    def text(low: int, high: int) -> str:
-        return " ".join(rng.choice(WORDS) for _ in range(rng.randint(low, high)))
-
-    with (root / "corpus.jsonl").open("w") as corpus, (root / "queries.jsonl").open("w") as qs:
-        for i in range(queries):
-            corpus.write(json.dumps({"_id": f"d{i}", "title": "", "text": text(40, 80)}) + "\n")
-            qs.write(json.dumps({"_id": f"q{i}", "text": f"what about {text(3, 6)}"}) + "\n")
-        for i in range(queries * noise):
-            corpus.write(json.dumps({"_id": f"n{i}", "title": "", "text": text(40, 80)}) + "\n")
-    (root / "qrels").mkdir(exist_ok=True)
-    rows = "".join(f"q{i}\td{i}\t1\n" for i in range(queries))
-    (root / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\n" + rows)
-    return root
 
 
 def cli(warehouse: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.Popen[str]:

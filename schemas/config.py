@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 from pathlib import Path
 from typing import Any, Literal
 
@@ -50,6 +51,27 @@ class Price(Config):
     output: float = Field(ge=0)
 
 
+class Shard(Config):
+    """One of ``count`` disjoint parts of a run's seeds, by a stable hash of the seed's id (``holds``)."""
+
+    index: int = Field(ge=1, description="which part, from 1")
+    count: int = Field(ge=1, description="how many parts")
+
+    @model_validator(mode="after")
+    def _within(self) -> Shard:
+        if self.index > self.count:
+            raise ValueError(f"shard {self.index} of {self.count} does not exist")
+        return self
+
+    def holds(self, seed_id: str) -> bool:
+        """Whether this shard answers for the seed: the same seed falls in the same shard in every process."""
+        digest = hashlib.sha256(seed_id.encode("utf-8")).digest()
+        return int.from_bytes(digest[:8], "big") % self.count == self.index - 1
+
+    def __str__(self) -> str:
+        return f"shard {self.index} of {self.count}"
+
+
 class RunConfig(Config):
     """Everything that decides what a run produces (plus how hard it may push the endpoint)."""
 
@@ -75,6 +97,7 @@ class RunConfig(Config):
     )
     humans_from: str | None = Field(None, description="the run whose human verdicts override its judges' (release)")
     cache_only: bool = Field(False, description="answer from the cache only; an uncached ask fails unsent (release)")
+    shard: Shard | None = Field(None, description="the part of the seeds this run answers for (--shards)")
 
     def endpoint_for(self, role: Role) -> Endpoint:
         return self.judge_endpoint or self.endpoint if role == "judge" else self.endpoint

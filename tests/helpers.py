@@ -6,6 +6,8 @@ tests look at rows a command wrote, or set up rows no command writes, through th
 
 from __future__ import annotations
 
+import json
+import random
 import re
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -117,3 +119,29 @@ def small_instructir(warehouse: str | Path, base_url: str, *, limit: int = 4, na
     config = resolve("instructir", seeds=f"beir:{INSTRUCTIR_SEEDS}", limit=limit, base_url=base_url, model="m",
                      name=name, sets=sets)  # fmt: skip
     return execute(config, warehouse).run_id
+
+
+WORDS = (
+    "river", "stone", "light", "paper", "garden", "window", "silver", "market", "forest", "bridge", "candle",
+    "harbor", "meadow", "pencil", "rocket", "shadow", "thunder", "valley", "winter", "engine", "glacier",
+)  # fmt: skip
+
+
+def synthetic_beir(root: Path, queries: int, *, noise: int = 2) -> Path:
+    """A deterministic BEIR folder: ``queries`` queries with one positive each, plus noise passages."""
+    rng = random.Random(queries)
+    root.mkdir(parents=True, exist_ok=True)
+
+    def text(low: int, high: int) -> str:
+        return " ".join(rng.choice(WORDS) for _ in range(rng.randint(low, high)))
+
+    with (root / "corpus.jsonl").open("w") as corpus, (root / "queries.jsonl").open("w") as qs:
+        for i in range(queries):
+            corpus.write(json.dumps({"_id": f"d{i}", "title": "", "text": text(40, 80)}) + "\n")
+            qs.write(json.dumps({"_id": f"q{i}", "text": f"what about {text(3, 6)}"}) + "\n")
+        for i in range(queries * noise):
+            corpus.write(json.dumps({"_id": f"n{i}", "title": "", "text": text(40, 80)}) + "\n")
+    (root / "qrels").mkdir(exist_ok=True)
+    rows = "".join(f"q{i}\td{i}\t1\n" for i in range(queries))
+    (root / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\n" + rows)
+    return root

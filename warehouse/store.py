@@ -420,6 +420,28 @@ class Warehouse:
         )
         return rows[0]["run_id"] if rows else None
 
+    def completed_run(self, fingerprint: str) -> str | None:
+        """The newest completed run with this fingerprint (a shard a rerun need not run again)."""
+        rows = self._sql(
+            "SELECT run_id FROM runs WHERE fingerprint = ? AND status = 'completed' ORDER BY started_at DESC LIMIT 1",
+            [fingerprint],
+        )
+        return rows[0]["run_id"] if rows else None
+
+    def absorb(self, path: str | Path) -> None:
+        """Copy another warehouse's runs, items, verdicts, LLM calls and stage counts into this one (a shard's,
+        at the merge). Rows this one already holds stay as they are, so absorbing twice adds nothing."""
+        self.flush()
+        quoted = str(Path(path).resolve()).replace("'", "''")
+        with self._lock:
+            cursor = self._cursor()
+            cursor.execute(f"ATTACH '{quoted}' AS shard (READ_ONLY)")
+            try:
+                for table in ("runs", "items", "verdicts", "llm_calls", "stage_counts"):
+                    cursor.execute(f"INSERT OR IGNORE INTO {table} BY NAME SELECT * FROM shard.{table}")
+            finally:
+                cursor.execute("DETACH shard")
+
     def name_taken(self, name: str, fingerprint: str) -> str | None:
         """The run that already carries ``name`` with another fingerprint (another config), if any."""
         rows = self._sql("SELECT run_id FROM runs WHERE name = ? AND fingerprint <> ?", [name, fingerprint])

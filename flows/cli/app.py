@@ -151,6 +151,12 @@ def run(
     pool_run: Annotated[
         list[str] | None, typer.Option("--pool-run", help="followir: a TREC run file to pool from, repeatable.")
     ] = None,
+    shards: Annotated[
+        int, typer.Option(min=1, help="Split the seeds into this many shards, each a flow run; then merge them.")
+    ] = 1,
+    work_pool: Annotated[
+        str | None, typer.Option(help="Run the shards on this Prefect work pool's workers (default: local processes).")
+    ] = None,
     as_json: JsonFlag = False,
 ) -> None:
     """Run a recipe; an unfinished run with the same settings is continued, from the cache."""
@@ -178,28 +184,78 @@ def run(
         batch=batch,
         pool_runs=pool_run,
     )
-    _run_and_report(ctx, settings, as_json=as_json)
+    if shards == 1 and work_pool is None:
+        _run_and_report(ctx, settings, as_json=as_json)
+        return
+    from ifsynth.flows.run.shards import execute_sharded
+
+    memory = ctx.obj.memory_limit
+    _drive_and_report(
+        ctx,
+        lambda progress: execute_sharded(
+            settings, ctx.obj.path, shards, progress, work_pool=work_pool, memory_limit=memory
+        ),
+        _intro(settings) + f"; {shards} shards",
+        as_json=as_json,
+    )
+
+
+@app.command()
+def merge(
+    ctx: typer.Context,
+    shards: Annotated[list[Path], typer.Argument(help="The shards' warehouse files, one per shard.")],
+    into: Annotated[Path, typer.Option("--into", help="The warehouse of the merged run.")],
+    as_json: JsonFlag = False,
+) -> None:
+    """Merge the shards of a sharded run into one warehouse and finish the run there from their answers (what
+    `run --shards` does at its end; by hand for shards run elsewhere)."""
+    from ifsynth.flows.run.shards import merge as merge_shards
+
+    ctx.obj = WarehouseChoice(str(into), ctx.obj.memory_limit)
+    memory = ctx.obj.memory_limit
+    _drive_and_report(
+        ctx,
+        lambda progress: merge_shards(list(shards), into, progress, memory_limit=memory),
+        f"merging {len(shards)} shards into {into}",
+        as_json=as_json,
+    )
+
+
+def _intro(settings: Any) -> str:
+    from ifsynth.flows.llm.route import public_url
+
+    where = public_url(settings.endpoint.base_url)
+    return f"{settings.recipe}: seeds {settings.seeds}, model {settings.model} at {where}; checking inputs"
 
 
 def _run_and_report(ctx: typer.Context, settings: Any, *, as_json: bool) -> str:
-    from ifsynth.flows.cli.progress import progress_for
-    from ifsynth.flows.llm.route import public_url
     from ifsynth.flows.run.runner import execute
 
+    memory = ctx.obj.memory_limit
+    return _drive_and_report(
+        ctx, lambda progress: execute(settings, ctx.obj.path, progress, memory_limit=memory), _intro(settings),
+        as_json=as_json,
+    )  # fmt: skip
+
+
+def _drive_and_report(ctx: typer.Context, start: Any, intro: str, *, as_json: bool) -> str:
+    """Run ``start(progress)`` under the progress display, then print the run's funnel."""
+    from ifsynth.flows.cli.progress import progress_for
+
     with progress_for(err) as progress:
-        where = public_url(settings.endpoint.base_url)
-        progress.note(f"{settings.recipe}: seeds {settings.seeds}, model {settings.model} at {where}; checking inputs")
+        progress.note(intro)
         try:
-            started = execute(settings, ctx.obj.path, progress, memory_limit=ctx.obj.memory_limit)
+            started = start(progress)
         except KeyboardInterrupt as exc:  # typer would turn it into a bare exit 130
             raise RunInterrupted(exc.signum if isinstance(exc, Interrupted) else signal.SIGINT) from None
     with _open(ctx) as warehouse:
         report = audit_queries.funnel(warehouse, started.run_id)
+        run = warehouse.run(started.run_id)
     if as_json:
         _json(report)
     else:
         verb = "continued" if started.resumed else "ran"
-        out.print(f"[bold]{verb} run {started.run_id}[/bold] ({settings.recipe}, seeds {settings.seeds})")
+        out.print(f"[bold]{verb} run {started.run_id}[/bold] ({run.recipe}, seeds {run.config['seeds']})")
         _print_funnel(report)
     return started.run_id
 

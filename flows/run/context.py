@@ -20,9 +20,10 @@ from ifsynth.flows.run.registry import recipe
 from ifsynth.flows.seeds import SeedSource
 from ifsynth.prompts.registry import Prompts
 from ifsynth.schemas.config import RecipeParams, RunConfig
-from ifsynth.schemas.errors import BudgetExhausted
+from ifsynth.schemas.errors import BudgetExhausted, RunFailed
 from ifsynth.schemas.records import StageCounts
 from ifsynth.warehouse import review
+from ifsynth.warehouse.live import LiveServer
 from ifsynth.warehouse.store import Warehouse
 
 
@@ -149,6 +150,18 @@ def recorded(warehouse: Warehouse, run_id: str) -> Iterator[None]:
     warehouse.finish_run(run_id, "completed")
 
 
+def check_failures(warehouse: Warehouse, run_id: str, stages: list[StageCounts], allowed: float) -> None:
+    """A run whose asks failed (after every retry) beyond ``allowed`` is not complete, whatever it kept; nor is
+    one whose every ask failed, whatever it allowed (a release from an empty cache)."""
+    asked = sum(c.n_in for c in stages if c.sent or c.cached or c.failed)
+    failed = sum(c.failed for c in stages)
+    if asked and (failed / asked > allowed or failed == asked):
+        common = warehouse.common_call_error(run_id)
+        share = "all of them" if failed == asked else f"{failed / asked:.0%}, more than max_failure_share {allowed:.0%}"
+        often = f"; most often: {common}" if common else ""
+        raise RunFailed(f"{failed} of {asked} asks failed ({share}){often}; rerun to retry them")
+
+
 @contextmanager
 def attach(run_id: str, warehouse: str | Path) -> Iterator[RunContext]:
     """The run's context in this process: the one the runner made active, or one rebuilt from the warehouse
@@ -163,7 +176,7 @@ def attach(run_id: str, warehouse: str | Path) -> Iterator[RunContext]:
         ctx = RunContext.build(run_id, RunConfig.model_validate(run.config), store)
         activate(ctx)
         try:
-            with recorded(store, run_id):
+            with LiveServer(store), recorded(store, run_id):  # `ifsynth funnel` from another shell still answers
                 yield ctx
         finally:
             deactivate(run_id)

@@ -1,4 +1,5 @@
-"""Prefect's API for a run when no server is configured: a temporary server that ifsynth owns.
+"""Prefect's API for a run when no server is configured (a temporary server that ifsynth owns), and the
+deployments through which a work pool's workers run a sharded run's shards.
 
 Prefect would start one itself, in ifsynth's process group: a terminal's Ctrl-C then reaches the server first,
 and the run stalls on a dead API before it can stop. ifsynth starts it in a session of its own instead, stops
@@ -19,6 +20,7 @@ import time
 import urllib.request
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from typing import Any
 
 from ifsynth.schemas.errors import ConfigError
 
@@ -52,6 +54,81 @@ def prefect_api(notify: Callable[[str], None] = lambda _: None) -> Iterator[None
             yield
     finally:
         _stop(server)
+
+
+def api_url() -> str:
+    """The API that flow runs of this process report to (inside ``prefect_api``)."""
+    from prefect.settings import PREFECT_API_URL
+
+    return str(PREFECT_API_URL.value())
+
+
+DEPLOYMENT = "ifsynth"  # each recipe flow's deployment, as prefect.yaml names it too
+POLL_SECONDS = 1.0
+FINAL = {"COMPLETED", "FAILED", "CRASHED", "CANCELLED"}
+
+
+def run_on_pool(flow: Any, pool: str, runs: list[dict[str, Any]], notify: Callable[[str], None]) -> None:
+    """One flow run of ``flow``'s deployment on ``pool`` per entry of ``runs`` (its name, run id and warehouse),
+    then wait until each has ended. The deployment is created, or updated, to run the installed package's flow
+    (a module entry point: workers need ifsynth installed, not a copy of the code). Ctrl-C cancels the flow runs
+    still going; a flow run left running by a worker that died is marked crashed when its shard is sent again."""
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.filters import (
+        FlowRunFilter,
+        FlowRunFilterState,
+        FlowRunFilterStateType,
+        FlowRunFilterTags,
+    )
+    from prefect.client.schemas.objects import StateType
+    from prefect.deployments.runner import EntrypointType
+    from prefect.exceptions import ObjectNotFound
+    from prefect.states import Cancelling, Crashed
+
+    with get_client(sync_client=True) as client:
+        try:
+            client.read_work_pool(pool)
+        except ObjectNotFound:
+            raise ConfigError(
+                f"work pool `{pool}` does not exist: `prefect work-pool create {pool} --type process`, then start "
+                f"workers with `prefect worker start --pool {pool}`"
+            ) from None
+        deployment = flow.to_deployment(DEPLOYMENT, work_pool_name=pool, entrypoint_type=EntrypointType.MODULE_PATH)
+        deployment_id = deployment.apply(work_pool_name=pool)
+        started: dict[str, str] = {}
+        for run in runs:
+            tag = f"ifsynth-run:{run['run_id']}"
+            live = FlowRunFilterStateType(any_=[StateType.SCHEDULED, StateType.PENDING, StateType.RUNNING])
+            stale = client.read_flow_runs(
+                flow_run_filter=FlowRunFilter(tags=FlowRunFilterTags(all_=[tag]), state=FlowRunFilterState(type=live))
+            )
+            for old in stale:  # its shard's warehouse is free (``shards.prepare``): no process still runs it
+                client.set_flow_run_state(
+                    old.id, Crashed(message="its worker is gone; the shard was sent again"), force=True
+                )
+            flow_run = client.create_flow_run_from_deployment(
+                deployment_id,
+                parameters={"run_id": run["run_id"], "warehouse": run["warehouse"]},
+                name=f"{flow.name}/{run['name']}",
+                tags=["ifsynth", tag],
+            )
+            started[str(flow_run.id)] = run["name"]
+        notify(f"{len(started)} flow runs sent to work pool {pool}; waiting for its workers")
+        states: dict[str, str] = {}
+        try:
+            while len(states) < len(started) or not set(states.values()) <= FINAL:
+                for flow_run_id, name in started.items():
+                    state = client.read_flow_run(flow_run_id).state
+                    kind = state.type.value if state is not None else "SCHEDULED"
+                    if states.get(flow_run_id) != kind:
+                        states[flow_run_id] = kind
+                        notify(f"{name}: {kind.lower()}")
+                time.sleep(POLL_SECONDS)
+        except KeyboardInterrupt:
+            for flow_run_id, kind in states.items():
+                if kind not in FINAL:
+                    client.set_flow_run_state(flow_run_id, Cancelling(message="ifsynth was interrupted"), force=True)
+            raise
 
 
 def free_port() -> int:

@@ -61,9 +61,14 @@ class Recipe:
 
         return open_source(seeds)
 
-    def stages(self, params: RecipeParams) -> list[Stage]:
-        """The recipe's stages in run order, configured by ``params``; a stage's ordinal is its place here."""
-        return importlib.import_module(f"{self.package}.recipe").stages(params)
+    def stages(self, params: RecipeParams, *, sharded: bool = False) -> list[Stage]:
+        """The recipe's stages in run order, configured by ``params``; a stage's ordinal is its place here.
+        A shard's run (``sharded``) takes those before the first stage that needs every seed (``Stage.whole``)."""
+        stages: list[Stage] = importlib.import_module(f"{self.package}.recipe").stages(params)
+        if not sharded:
+            return stages
+        cut = next((at for at, stage in enumerate(stages) if at and stage.whole), len(stages))
+        return stages[:cut]
 
 
 RECIPES: dict[str, Recipe] = {

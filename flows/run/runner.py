@@ -19,7 +19,7 @@ from ifsynth.flows.run.registry import recipe
 from ifsynth.flows.run.signals import stoppable
 from ifsynth.prompts.registry import Prompts
 from ifsynth.schemas.config import Endpoint, RunConfig
-from ifsynth.schemas.errors import ConfigError, RunFailed
+from ifsynth.schemas.errors import ConfigError
 from ifsynth.schemas.records import RunRecord, StageCounts
 from ifsynth.warehouse.keys import canonical, sha256
 from ifsynth.warehouse.live import LiveServer
@@ -62,6 +62,8 @@ def fingerprint(config: RunConfig, prompts: Prompts, templates: list[str]) -> st
                 "templates": {name: prompts.hash(name) for name in templates},
                 # set by `ifsynth release` only, so earlier runs' fingerprints stay as they were
                 **({"humans_from": config.humans_from} if config.humans_from else {}),
+                # a shard's run is a run of its own, apart from the whole run's and the other shards'
+                **({"shard": [config.shard.index, config.shard.count]} if config.shard else {}),
             }
         )
     )
@@ -73,6 +75,15 @@ def execute(
     """Start the run this config describes, or continue the unfinished one with its fingerprint, and drive
     its recipe's flow in this process."""
     progress = progress or NoProgress()
+    prompts, templates = checked(config, progress)
+    flow = recipe(config.recipe).flow()
+    with stoppable(), prefect_api(progress.note):
+        return _drive(flow, config, prompts, templates, warehouse_path, progress, memory_limit)
+
+
+def checked(config: RunConfig, progress: Progress) -> tuple[Prompts, list[str]]:
+    """Everything a run can be refused for before it touches a warehouse: settings, templates, seed sources
+    and endpoints; then Prefect's quiet defaults. Returns the run's templates."""
     chosen = recipe(config.recipe)
     params = chosen.params.model_validate(config.params)
     if config.max_cost is not None:
@@ -88,9 +99,7 @@ def execute(
         preflight(endpoint, progress.note)
     for key, value in PREFECT_DEFAULTS.items():
         os.environ.setdefault(key, value)
-    flow = chosen.flow()
-    with stoppable(), prefect_api(progress.note):
-        return _drive(flow, config, prompts, templates, warehouse_path, progress, memory_limit)
+    return prompts, templates
 
 
 def _unused(config: RunConfig) -> set[Endpoint]:
@@ -108,28 +117,7 @@ def _drive(
     memory_limit: str | None,
 ) -> Started:
     with Warehouse(warehouse_path, memory_limit=memory_limit) as warehouse:
-        print_ = fingerprint(config, prompts, templates)
-        run_id = warehouse.resumable_run(print_)
-        resumed = run_id is not None
-        if run_id is None:
-            run_id = f"{config.recipe}-{datetime.now():%Y%m%d-%H%M%S}-{secrets.token_hex(2)}"
-        name = config.name or run_id
-        clash = warehouse.name_taken(name, print_)
-        if clash:
-            raise ConfigError(f"run name `{name}` is taken by run {clash} with another config")
-        started = warehouse.run(run_id).started_at if resumed else datetime.now()
-        warehouse.start_run(
-            RunRecord(
-                run_id=run_id,
-                name=name,
-                recipe=config.recipe,
-                fingerprint=print_,
-                config=stored_config(config),
-                code_version=version("ifsynth"),
-                status="running",
-                started_at=started,
-            )
-        )
+        run_id, resumed, name = open_run(warehouse, config, fingerprint(config, prompts, templates))
         budget = Budget(config.max_calls, config.max_cost)
         tracker = Tracker(progress)
         activate(RunContext.build(run_id, config, warehouse, tracker, budget))
@@ -140,22 +128,36 @@ def _drive(
             labels, labelled_flow = labelled(flow, config.recipe, name, config.seeds, models)
             with LiveServer(warehouse, tracker.snapshot), recorded(warehouse, run_id), labels:
                 stages = labelled_flow(run_id, str(warehouse_path))
-                _check_failures(warehouse, run_id, stages, config.max_failure_share)
         finally:
             deactivate(run_id)
     return Started(run_id=run_id, resumed=resumed, stages=stages)
 
 
-def _check_failures(warehouse: Warehouse, run_id: str, stages: list[StageCounts], allowed: float) -> None:
-    """A run whose asks failed (after every retry) beyond ``allowed`` is not complete, whatever it kept; nor is
-    one whose every ask failed, whatever it allowed (a release from an empty cache)."""
-    asked = sum(c.n_in for c in stages if c.sent or c.cached or c.failed)
-    failed = sum(c.failed for c in stages)
-    if asked and (failed / asked > allowed or failed == asked):
-        common = warehouse.common_call_error(run_id)
-        share = "all of them" if failed == asked else f"{failed / asked:.0%}, more than max_failure_share {allowed:.0%}"
-        often = f"; most often: {common}" if common else ""
-        raise RunFailed(f"{failed} of {asked} asks failed ({share}){often}; rerun to retry them")
+def open_run(warehouse: Warehouse, config: RunConfig, print_: str) -> tuple[str, bool, str]:
+    """The run with this fingerprint marked running in ``warehouse``: the unfinished one, continued, or a new
+    one. Returns its id, whether it was continued, and its name."""
+    run_id = warehouse.resumable_run(print_)
+    resumed = run_id is not None
+    if run_id is None:
+        run_id = f"{config.recipe}-{datetime.now():%Y%m%d-%H%M%S}-{secrets.token_hex(2)}"
+    name = config.name or run_id
+    clash = warehouse.name_taken(name, print_)
+    if clash:
+        raise ConfigError(f"run name `{name}` is taken by run {clash} with another config")
+    started = warehouse.run(run_id).started_at if resumed else datetime.now()
+    warehouse.start_run(
+        RunRecord(
+            run_id=run_id,
+            name=name,
+            recipe=config.recipe,
+            fingerprint=print_,
+            config=stored_config(config),
+            code_version=version("ifsynth"),
+            status="running",
+            started_at=started,
+        )
+    )
+    return run_id, resumed, name
 
 
 def stored_config(config: RunConfig) -> dict[str, Any]:

@@ -110,6 +110,8 @@ class StageWriter:
         Where a person decided this input at this stage, their decision is the one that counts, in this one
         place for every stage: an accept lets a rejected input go on (as far as later stages have answers for
         it), a reject removes a passed one and what it made. The stage's own verdicts stay on record."""
+        if self.order == 1 and self.ctx.config.shard is not None:
+            outcome = self._in_shard(outcome)
         human = self.ctx.humans.get((input_id or "", self.stage))
         if human is not None and outcome.decision in ("pass", "reject") and human != outcome.decision:
             self.ctx.overruled.add((input_id or "", self.stage))
@@ -124,6 +126,15 @@ class StageWriter:
                 self._status[_STATUS[outcome.decision]].append(input_id)
         self.ctx.warehouse.add_items(outcome.items)
         self.ctx.warehouse.add_verdicts(outcome.verdicts)
+
+    def _in_shard(self, outcome: Outcome) -> Outcome:
+        """In a shard's run, the first stage (one seed per input) passes on, and counts, only the seeds of its
+        shard; another shard's seed is set aside with nothing written: that shard answers for it."""
+        shard = self.ctx.config.shard
+        assert shard is not None
+        if all(shard.holds(item.group_id) for item in outcome.items):
+            return outcome
+        return Outcome("set_aside")
 
     def failed(self, input_id: str, reply: Reply) -> Outcome:
         """The outcome of an input whose call did not give a usable answer, with the reason on record."""
@@ -144,9 +155,13 @@ class StageWriter:
 
 
 class Stage(ABC):
-    """One step of a recipe, run once per run (again when a run is continued)."""
+    """One step of a recipe, run once per run (again when a run is continued).
+
+    A stage that needs every seed's items at once (a release's noise and distractors, a retrieval panel over
+    all documents) is ``whole``: a shard's run stops before the first such stage, which runs after the merge."""
 
     name: str
+    whole: bool = False
 
     @abstractmethod
     def run(self, ctx: RunContext, order: int) -> StageCounts:
@@ -161,6 +176,7 @@ class Call(Stage):
     name: str
     function: Callable[..., StageCounts]
     options: Mapping[str, Any] = field(default_factory=dict)
+    whole: bool = False
 
     def run(self, ctx: RunContext, order: int) -> StageCounts:
         return self.function(ctx, order, stage=self.name, **self.options)

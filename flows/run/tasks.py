@@ -14,7 +14,7 @@ from typing import Any
 from prefect import tags, task
 from prefect.artifacts import create_markdown_artifact, create_table_artifact
 
-from ifsynth.flows.run.context import attach, context
+from ifsynth.flows.run.context import attach, check_failures, context
 from ifsynth.flows.run.registry import recipe
 from ifsynth.flows.run.signals import stoppable
 from ifsynth.schemas.records import StageCounts
@@ -25,7 +25,7 @@ from ifsynth.warehouse.cards import markdown as card_markdown
 @task
 def run_stage(run_id: str, order: int) -> StageCounts:
     ctx = context(run_id)
-    stage = recipe(ctx.recipe).stages(ctx.params)[order - 1]
+    stage = recipe(ctx.recipe).stages(ctx.params, sharded=ctx.config.shard is not None)[order - 1]
     return stage.run(ctx, order)
 
 
@@ -33,8 +33,9 @@ def run_stages(run_id: str, warehouse: str) -> list[StageCounts]:
     """Every stage of the run's recipe, in list order, one task each; in a process that did not start the
     run, its context is rebuilt from ``warehouse`` first."""
     with stoppable(), attach(run_id, warehouse) as ctx:
-        stages = recipe(ctx.recipe).stages(ctx.params)
+        stages = recipe(ctx.recipe).stages(ctx.params, sharded=ctx.config.shard is not None)
         counts = [run_stage.with_options(name=stage.name)(run_id, order) for order, stage in enumerate(stages, 1)]
+        check_failures(ctx.warehouse, run_id, counts, ctx.config.max_failure_share)
         _publish(ctx.warehouse, run_id)
         return counts
 

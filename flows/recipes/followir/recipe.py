@@ -88,7 +88,7 @@ def stages(params: RecipeParams) -> list[Stage]:
             WriteDocuments(per_label=p.documents_per_label, keep=is_topic, max_tokens=p.max_tokens_documents),
             judge(name="judge_documents", source="write_documents", pairs=documents_alone, intended=True),
             Call("balance", balance_pairs, {"source": "select", "documents": "write_documents"}),
-            Call("assemble", assemble_training, {"source": "balance", "ablations": p.ablations}),
+            Call("assemble", assemble_training, {"source": "balance", "ablations": p.ablations}, whole=True),
         ]
     return [
         *head,
@@ -107,6 +107,6 @@ def stages(params: RecipeParams) -> list[Stage]:
             describe=rejudged,
         ),
         Call("select_alteration", select_alterations, {"candidates": "alter", "labels": "rejudge"}),
-        Call("pool", pool_topics, {"source": "select_alteration"}),
-        Call("assemble", assemble_followir, {"source": "pool", "ablations": p.ablations}),
+        Call("pool", pool_topics, {"source": "select_alteration"}, whole=True),
+        Call("assemble", assemble_followir, {"source": "pool", "ablations": p.ablations}, whole=True),
     ]

@@ -50,5 +50,5 @@ def stages(params: RecipeParams) -> list[Stage]:
             max_tokens=p.max_tokens_judge,
         ),
         Call("nest", nest_levels, {"queries": "select", "levels": LEVEL_STAGES, "labels": "recheck"}),
-        Call("assemble", assemble_ifir, {"source": "nest"}),
+        Call("assemble", assemble_ifir, {"source": "nest"}, whole=True),
     ]

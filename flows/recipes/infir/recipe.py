@@ -59,5 +59,5 @@ def stages(params: RecipeParams) -> list[Stage]:
         RewritePassages(source="poison", max_tokens=p.max_tokens_rewrite, targets=partial(negative_target, p.flavour)),
         Call("tuples", make_tuples),
         *([validate] if p.validate_ else []),
-        Call("assemble", assemble_release, {"source": "tuples", "max_noise": 0, "add": infir_tuple}),
+        Call("assemble", assemble_release, {"source": "tuples", "max_noise": 0, "add": infir_tuple}, whole=True),
     ]

@@ -109,7 +109,7 @@ def stages(params: RecipeParams) -> list[Stage]:
             max_tokens=p.max_tokens_judge,
             keep=is_negative,
         ),
-        Call("panel", review_documents, {"source": "rules"}),
+        Call("panel", review_documents, {"source": "rules"}, whole=True),
         GenerateInstructions(
             source="rules",
             max_tokens=p.max_tokens_instruction,
@@ -126,5 +126,5 @@ def stages(params: RecipeParams) -> list[Stage]:
             schema=NegationJudgement,
             variables=fields("instruction", "reversed_instruction"),
         ),
-        Call("assemble", assemble_infosearch, {"reversals": "reversal", "negatives": "rules"}),
+        Call("assemble", assemble_infosearch, {"reversals": "reversal", "negatives": "rules"}, whole=True),
     ]

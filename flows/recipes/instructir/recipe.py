@@ -29,5 +29,6 @@ def stages(params: RecipeParams) -> list[Stage]:
             "assemble",
             assemble_release,
             {"source": "rewrite", "max_noise": p.max_noise_passages, "noise_pool": p.noise_pool},
+            whole=True,
         ),
     ]

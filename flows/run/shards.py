@@ -1,0 +1,236 @@
+"""A run split into shards, and the merge that makes one run of them again.
+
+``--shards N`` splits a run's seeds into N disjoint parts by a stable hash of each seed's id (``Shard.holds``).
+Each part is a run of its own (its config names its shard), in a warehouse file of its own beside the run's
+(``<warehouse>.shards/<i>-of-<N>.duckdb``), driven as one Prefect flow run: on a work pool's workers when one
+is named, else in local processes. A shard's run selects from every seed, as the whole run would (length bands
+and the ``--limit`` sample are computed over all of them), keeps its own, and stops before the first stage
+that needs every seed at once (``Stage.whole``).
+
+The merge copies the shards' runs, items, verdicts, LLM calls and stage counts into the run's warehouse and
+then runs the whole recipe there, in one process, as any continued run does: every answer a shard got is a
+cache hit, and what needs every seed (noise passages, distractor pools, InfoSearch's panel and the stages
+after it) is computed over all of them. The release is therefore the one a single process would have made.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ifsynth.flows.run.context import Progress
+from ifsynth.flows.run.prefect_api import api_url, prefect_api, run_on_pool
+from ifsynth.flows.run.registry import recipe
+from ifsynth.flows.run.runner import Started, checked, execute, fingerprint, open_run
+from ifsynth.flows.run.signals import stoppable
+from ifsynth.prompts.registry import Prompts
+from ifsynth.schemas.config import RunConfig, Shard
+from ifsynth.schemas.errors import ConfigError, RunFailed, WarehouseInUse
+from ifsynth.warehouse.store import Warehouse
+
+STOP_SECONDS = 30.0  # how long a stopped shard process may take to record how it ended
+
+
+@dataclass(frozen=True)
+class ShardRun:
+    """A shard's run as its warehouse holds it before it is driven."""
+
+    shard: Shard
+    path: Path
+    run_id: str
+    name: str
+    complete: bool
+
+    @property
+    def log(self) -> Path:
+        return self.path.with_suffix(".log")
+
+
+def shard_paths(warehouse: str | Path, count: int) -> list[Path]:
+    """Where the shards of a run in ``warehouse`` keep their warehouses."""
+    folder = Path(warehouse).resolve().with_name(Path(warehouse).name + ".shards")
+    return [folder / f"{index}-of-{count}.duckdb" for index in range(1, count + 1)]
+
+
+def execute_sharded(
+    config: RunConfig,
+    warehouse_path: str | Path,
+    count: int,
+    progress: Progress,
+    *,
+    work_pool: str | None = None,
+    memory_limit: str | None = None,
+) -> Started:
+    """Run each shard that is not complete yet (all of them the first time, only the others on a rerun), then
+    merge every shard into ``warehouse_path``."""
+    for flag, value in (("--max-calls", config.max_calls), ("--max-cost", config.max_cost), ("--batch", config.batch)):
+        if value:
+            raise ConfigError(f"{flag} bounds one process; it does not go with --shards")
+    prompts, templates = checked(config, progress)
+    paths = shard_paths(warehouse_path, count)
+    shards = [
+        prepare(config.model_copy(update={"shard": Shard(index=index, count=count)}), path, prompts, templates)
+        for index, path in enumerate(paths, 1)
+    ]
+    todo = [shard for shard in shards if not shard.complete]
+    where = f"work pool {work_pool}" if work_pool else "local processes"
+    progress.note(f"{count} shards in {paths[0].parent}: {len(todo)} to run on {where}, {count - len(todo)} complete")
+    if todo:
+        with stoppable(), prefect_api(progress.note):
+            if work_pool:
+                run_on_pool(recipe(config.recipe).flow(), work_pool, [_flow_run(s) for s in todo], progress.note)
+            else:
+                _run_locally(todo, progress, memory_limit)
+    ended = [_ended(shard) for shard in todo]
+    failed = [f"{shard.shard} {why}" for shard, why in zip(todo, ended, strict=True) if why]
+    if failed:
+        raise RunFailed(
+            f"{'; '.join(failed)} (log: {todo[0].log.parent}); run the same command again: complete shards are "
+            "kept, the others continue"
+        )
+    return merge(paths, warehouse_path, progress, memory_limit=memory_limit)
+
+
+def prepare(config: RunConfig, path: Path, prompts: Prompts, templates: list[str]) -> ShardRun:
+    """The shard's run in its own warehouse: complete already, continued, or new, and waiting for a process."""
+    assert config.shard is not None
+    print_ = fingerprint(config, prompts, templates)
+    name = f"{config.name or config.recipe}.shard-{config.shard.index}-of-{config.shard.count}"
+    try:
+        with Warehouse(path) as warehouse:
+            done = warehouse.completed_run(print_)
+            if done is not None:
+                return ShardRun(config.shard, path, done, name, complete=True)
+            run_id, _, _ = open_run(warehouse, config.model_copy(update={"name": name}), print_)
+            warehouse.finish_run(run_id, "interrupted", "waiting for its shard's flow run to start")
+    except WarehouseInUse as exc:
+        raise ConfigError(
+            f"{config.shard} is still being run ({exc}); wait for it, or stop it, then run this command again"
+        ) from None
+    return ShardRun(config.shard, path, run_id, name, complete=False)
+
+
+def _flow_run(shard: ShardRun) -> dict[str, Any]:
+    """What a shard's flow run is given, all of which Prefect may record: no key, no connection."""
+    return {"name": shard.name, "run_id": shard.run_id, "warehouse": str(shard.path)}
+
+
+def _run_locally(shards: list[ShardRun], progress: Progress, memory_limit: str | None) -> None:
+    """One process per shard, each driving its shard's flow run; Ctrl-C stops them all, and each records
+    that it was interrupted, as a run in the foreground does."""
+    env = {**os.environ, "PREFECT_API_URL": api_url()}
+    if memory_limit:
+        env["IFSYNTH_MEMORY_LIMIT"] = memory_limit
+    running: dict[subprocess.Popen[bytes], ShardRun] = {}
+    try:
+        for shard in shards:
+            with shard.log.open("wb") as log:
+                process = subprocess.Popen(
+                    [sys.executable, "-m", "ifsynth.flows.run.shard_process", shard.run_id, str(shard.path)],
+                    env=env,
+                    stdin=subprocess.DEVNULL,
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    start_new_session=True,  # the terminal's Ctrl-C comes here, and is passed on below
+                )
+            running[process] = shard
+        while running:
+            for process in [p for p in running if p.poll() is not None]:
+                shard = running.pop(process)
+                progress.note(f"{shard.shard} ended ({'complete' if process.returncode == 0 else 'not complete'})")
+            time.sleep(0.2)
+    finally:
+        _stop(list(running))
+
+
+def _stop(processes: list[subprocess.Popen[bytes]]) -> None:
+    for process in processes:
+        process.send_signal(signal.SIGINT)
+    deadline = time.monotonic() + STOP_SECONDS
+    for process in processes:
+        try:
+            process.wait(timeout=max(0.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
+def _ended(shard: ShardRun) -> str:
+    """How the shard's run ended when it did not complete ('' when it did)."""
+    try:
+        with Warehouse(shard.path, read_only=True) as warehouse:
+            run = warehouse.run(shard.run_id)
+    except WarehouseInUse:
+        return "is still held by a process that outlived its flow run"
+    if run.status == "completed":
+        return ""
+    if run.status == "died":
+        return "died (its process ended without recording how)"
+    return {"interrupted": "was interrupted", "stopped": "stopped"}.get(run.status, run.status) + (
+        f": {run.error}" if run.error else ""
+    )
+
+
+def merge(paths: list[Path], into: str | Path, progress: Progress, *, memory_limit: str | None = None) -> Started:
+    """Absorb every shard of one run into ``into``, then run the whole recipe there from the merged cache."""
+    runs = [_shard_run(Path(path)) for path in paths]
+    first_path, first = paths[0], runs[0]
+    count = first[1].count
+    for path, (config, shard) in zip(paths, runs, strict=True):
+        differs = _differs(first[0], config)
+        if differs or shard.count != count:
+            what = differs or "shard count"
+            raise ConfigError(f"{path} and {first_path} are shards of different runs (their {what} differ)")
+    indices = sorted(shard.index for _, shard in runs)
+    if indices != list(range(1, count + 1)):
+        missing = sorted(set(range(1, count + 1)) - set(indices))
+        doubled = sorted({i for i in indices if indices.count(i) > 1})
+        said = [
+            f"{what}: {', '.join(map(str, which))}" for what, which in (("missing", missing), ("given twice", doubled))
+        ]
+        raise ConfigError(
+            f"a merge takes each of the {count} shards once ({'; '.join(s for s in said if not s.endswith(': '))})"
+        )
+    progress.note(f"merging {count} shards into {into}")
+    with Warehouse(into, memory_limit=memory_limit) as warehouse:
+        for path in paths:
+            warehouse.absorb(path)
+    whole = first[0].model_copy(update={"shard": None})
+    return execute(whole, into, progress, memory_limit=memory_limit)
+
+
+def _shard_run(path: Path) -> tuple[RunConfig, Shard]:
+    """The complete shard run in ``path``, its config with the name the whole run had."""
+    if not path.is_file():
+        raise ConfigError(f"no shard warehouse at `{path}`")
+    with Warehouse(path) as warehouse:  # opened for writing: a journal left by a killed process is replayed
+        run = warehouse.run()
+    config = RunConfig.model_validate(run.config)
+    if config.shard is None:
+        raise ConfigError(f"`{path}` holds no shard's run (its newest run, {run.run_id}, is a whole run)")
+    if run.status != "completed":
+        raise ConfigError(f"{config.shard} in `{path}` is {run.status}, not complete: run it again first")
+    suffix = f".shard-{config.shard.index}-of-{config.shard.count}"
+    base = (
+        None if config.name is None or config.name == f"{config.recipe}{suffix}" else config.name.removesuffix(suffix)
+    )
+    return config.model_copy(update={"name": base}), config.shard
+
+
+def _differs(one: RunConfig, other: RunConfig) -> str:
+    """The first setting in which two shard configs differ, beyond the shard itself."""
+    left, right = one.model_dump(exclude={"shard"}), other.model_dump(exclude={"shard"})
+    for key in left:
+        if left[key] != right[key]:
+            inner = left[key], right[key]
+            if isinstance(inner[0], dict) and isinstance(inner[1], dict):
+                keys = [k for k in inner[0].keys() | inner[1].keys() if inner[0].get(k) != inner[1].get(k)]
+                return f"{key}.{sorted(keys)[0]}"
+            return key
+    return ""

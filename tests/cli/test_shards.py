@@ -1,0 +1,168 @@
+"""Sharded runs on local processes: the merged release is the one-process run's, byte for byte; a shard killed
+mid-run is continued alone; the merge refuses shards that do not make one run."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import pytest
+
+from ifsynth.schemas.config import Shard
+from ifsynth.schemas.errors import RunFailed
+from ifsynth.warehouse.store import Warehouse
+from tests.conftest import REPO, cli
+from tests.fake_openai import FakeOpenAI
+from tests.helpers import export_files, synthetic_beir
+
+SEEDS = 40
+CONCURRENCY = 4
+EVERY_SEED = ["query_length_percentiles=[0,100]", "passage_length_percentiles=[0,100]", "passage_band=inside"]
+SETTINGS = [*EVERY_SEED, "instructions_per_query=3", "q1_min_score=1", "min_group_size=1"]
+
+
+def run_args(seeds: Path, base_url: str, *extra: str) -> list[str]:
+    sets = [a for s in SETTINGS for a in ("--set", s)]
+    return ["run", "instructir", "--seeds", f"beir:{seeds}", "--limit", "30", "--base-url", base_url,
+            "--model", "m", "--concurrency", str(CONCURRENCY), "--json", *sets, *extra]  # fmt: skip
+
+
+def exported(warehouse: Path, out: Path) -> dict[str, bytes]:
+    done = cli("--warehouse", str(warehouse), "export", "--format", "beir", "--out", str(out))
+    assert done.returncode == 0, done.stderr
+    return {name: data for name, data in export_files(out).items() if not name.endswith("README.md")}
+
+
+def groups(warehouse: Path, stage: str) -> set[str]:
+    with duckdb.connect(str(warehouse), read_only=True) as db:
+        rows = db.execute("SELECT DISTINCT group_id FROM items WHERE stage = ? AND status = 'ok'", [stage]).fetchall()
+    return {row[0] for row in rows}
+
+
+@pytest.fixture(scope="module")
+def seeds(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return synthetic_beir(tmp_path_factory.mktemp("seeds") / "beir", SEEDS)
+
+
+@pytest.fixture(scope="module")
+def one_process(seeds: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    root = tmp_path_factory.mktemp("one")
+    with FakeOpenAI(latency=0.01) as fake:
+        done = cli("--warehouse", str(root / "w.duckdb"), *run_args(seeds, fake.base_url))
+        assert done.returncode == 0, done.stderr
+        sent = fake.stats()["requests"]
+    return {"funnel": json.loads(done.stdout), "export": exported(root / "w.duckdb", root / "out"),
+            "sent": sent, "warehouse": root / "w.duckdb"}  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def two_shards(seeds: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    root = tmp_path_factory.mktemp("two")
+    with FakeOpenAI(latency=0.01) as fake:
+        done = cli("--warehouse", str(root / "w.duckdb"), *run_args(seeds, fake.base_url, "--shards", "2"))
+        assert done.returncode == 0, done.stderr
+        sent = fake.stats()["requests"]
+    return {"funnel": json.loads(done.stdout), "export": exported(root / "w.duckdb", root / "out"),
+            "sent": sent, "warehouse": root / "w.duckdb", "shards": root / "w.duckdb.shards"}  # fmt: skip
+
+
+def test_two_shards_make_the_one_process_release(one_process: dict[str, Any], two_shards: dict[str, Any]) -> None:
+    assert two_shards["export"] == one_process["export"]
+    assert len(one_process["export"]) >= 3 and one_process["funnel"]["accepted"] > 10
+    # every request was sent once, by the shard that holds its seed; the merge answered all from the cache
+    assert two_shards["sent"] == one_process["sent"]
+    merged = {row["stage"]: row for row in two_shards["funnel"]["stages"]}
+    assert sum(row["sent"] for row in merged.values()) == 0
+    assert merged["instructions"]["cached"] == 30
+    # the shards' seeds are disjoint, fall where their hash says, and together are the selection
+    seeds = groups(one_process["warehouse"], "select")
+    shard_seeds = [groups(two_shards["shards"] / f"{i}-of-2.duckdb", "select") for i in (1, 2)]
+    assert shard_seeds[0].isdisjoint(shard_seeds[1]) and shard_seeds[0] | shard_seeds[1] == seeds
+    assert all(Shard(index=1, count=2).holds(seed) for seed in shard_seeds[0]) and all(shard_seeds)
+    # the merged warehouse holds the shards' runs beside the merged one, with their own funnels
+    with Warehouse(two_shards["warehouse"], read_only=True) as warehouse:
+        runs = warehouse._sql("SELECT name, status FROM runs ORDER BY name")
+    assert [r["name"] for r in runs if ".shard-" in r["name"]] == ["instructir.shard-1-of-2", "instructir.shard-2-of-2"]
+    assert {r["status"] for r in runs} == {"completed"}
+
+
+def test_a_killed_shard_is_continued_alone(seeds: Path, one_process: dict[str, Any], tmp_path: Path) -> None:
+    """SIGKILL one shard's process mid-run: the run fails in one line naming it; the same command again runs
+    that shard alone, from its cache, and the release is the one-process run's."""
+    warehouse = tmp_path / "w.duckdb"
+    args = ["--warehouse", str(warehouse), *run_args(seeds, "", "--shards", "2")]
+    with FakeOpenAI(latency=0.05) as fake:
+        args[args.index("--base-url") + 1] = fake.base_url
+        parent = subprocess.Popen([sys.executable, "-m", "ifsynth.flows.cli", *args], cwd=REPO, text=True,
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=os.environ.copy())  # fmt: skip
+        deadline = time.monotonic() + 120
+        while fake.stats()["requests"] < 40:
+            assert time.monotonic() < deadline and parent.poll() is None, parent.stderr.read() if parent.stderr else ""
+            time.sleep(0.05)
+        os.kill(shard_process(parent.pid, "2-of-2.duckdb"), signal.SIGKILL)
+        _, stderr = parent.communicate(timeout=120)
+        assert parent.returncode == RunFailed.exit_code
+        last = stderr.strip().splitlines()[-1]
+        assert last.startswith("error: shard 2 of 2 died (its process ended without recording how)")
+        assert "run the same command again" in last
+        before = fake.stats()["requests"]
+        shard_1 = warehouse.with_name("w.duckdb.shards") / "1-of-2.duckdb"
+        stamp = shard_1.stat().st_mtime_ns
+
+        again = cli(*args)
+        assert again.returncode == 0, again.stderr
+        assert "1 to run on local processes, 1 complete" in again.stderr
+        assert shard_1.stat().st_mtime_ns == stamp  # the complete shard was not opened for writing again
+        # only the killed shard's requests in flight were lost: at most its concurrency sent twice
+        assert one_process["sent"] <= fake.stats()["requests"] <= one_process["sent"] + CONCURRENCY
+        assert fake.stats()["requests"] > before
+    assert exported(warehouse, tmp_path / "out") == one_process["export"]
+
+
+def shard_process(parent: int, marker: str) -> int:
+    """The pid of ``parent``'s child process whose command line names ``marker``."""
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            command = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+        except OSError:
+            continue
+        if int(stat[1]) == parent and marker in command:
+            return int(entry.name)
+    raise AssertionError(f"no child of {parent} runs {marker}")
+
+
+def test_merge_refuses_shards_of_different_runs(two_shards: dict[str, Any], tmp_path: Path) -> None:
+    shards = two_shards["shards"]
+    other = tmp_path / "2-of-2.duckdb"
+    other.write_bytes((shards / "2-of-2.duckdb").read_bytes())
+    with duckdb.connect(str(other)) as db:  # the same shard, made with another seed setting
+        (config,) = db.execute("SELECT config FROM runs").fetchone()
+        changed = json.loads(config)
+        changed["params"]["seed"] = 7
+        db.execute("UPDATE runs SET config = ?", [json.dumps(changed)])
+    into = tmp_path / "merged.duckdb"
+
+    def merge(*paths: Path) -> subprocess.CompletedProcess[str]:
+        return cli("merge", *map(str, paths), "--into", str(into))
+
+    done = merge(shards / "1-of-2.duckdb", other)
+    said = done.stderr.strip().splitlines()
+    assert done.returncode == 2 and said[-1].startswith("error: ") and not any("Traceback" in s for s in said)
+    assert said[-1].endswith("are shards of different runs (their params.seed differ)")
+    done = merge(shards / "1-of-2.duckdb")
+    assert done.returncode == 2 and "each of the 2 shards once (missing: 2)" in done.stderr
+    done = merge(shards / "1-of-2.duckdb", shards / "1-of-2.duckdb")
+    assert done.returncode == 2 and "(missing: 2; given twice: 1)" in done.stderr
+    done = merge(two_shards["warehouse"], shards / "1-of-2.duckdb")
+    assert done.returncode == 2 and "holds no shard's run" in done.stderr
+    assert not into.exists()  # nothing was written by a refused merge
