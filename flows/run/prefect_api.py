@@ -65,70 +65,105 @@ def api_url() -> str:
 
 DEPLOYMENT = "ifsynth"  # each recipe flow's deployment, as prefect.yaml names it too
 POLL_SECONDS = 1.0
+GONE_AFTER = 15.0  # seconds a flow run must have been running before its process may be judged gone
 FINAL = {"COMPLETED", "FAILED", "CRASHED", "CANCELLED"}
+UNFINISHED = ("SCHEDULED", "PENDING", "RUNNING", "CANCELLING")
 
 
-def run_on_pool(flow: Any, pool: str, runs: list[dict[str, Any]], notify: Callable[[str], None]) -> None:
+def run_on_pool(
+    flow: Any,
+    pool: str,
+    runs: list[dict[str, Any]],
+    notify: Callable[[str], None],
+    abandoned: Callable[[dict[str, Any]], bool],
+) -> None:
     """One flow run of ``flow``'s deployment on ``pool`` per entry of ``runs`` (its name, run id and warehouse),
-    then wait until each has ended. The deployment is created, or updated, to run the installed package's flow
-    (a module entry point: workers need ifsynth installed, not a copy of the code). Ctrl-C cancels the flow runs
-    still going; a flow run left running by a worker that died is marked crashed when its shard is sent again."""
+    then wait until each has ended; Ctrl-C cancels those still going.
+
+    A worker that dies takes its flow run's process with it, and Prefect goes on showing the flow run as
+    running: ``abandoned(run)`` tells when no process holds the run any more, and the flow run is then marked
+    crashed, here or, when the coordinator was gone too, as the run's shard is sent again."""
     from prefect.client.orchestration import get_client
-    from prefect.client.schemas.filters import (
-        FlowRunFilter,
-        FlowRunFilterState,
-        FlowRunFilterStateType,
-        FlowRunFilterTags,
-    )
-    from prefect.client.schemas.objects import StateType
-    from prefect.deployments.runner import EntrypointType
-    from prefect.exceptions import ObjectNotFound
-    from prefect.states import Cancelling, Crashed
+    from prefect.states import Cancelling
 
     with get_client(sync_client=True) as client:
-        try:
-            client.read_work_pool(pool)
-        except ObjectNotFound:
-            raise ConfigError(
-                f"work pool `{pool}` does not exist: `prefect work-pool create {pool} --type process`, then start "
-                f"workers with `prefect worker start --pool {pool}`"
-            ) from None
-        deployment = flow.to_deployment(DEPLOYMENT, work_pool_name=pool, entrypoint_type=EntrypointType.MODULE_PATH)
-        deployment_id = deployment.apply(work_pool_name=pool)
-        started: dict[str, str] = {}
-        for run in runs:
-            tag = f"ifsynth-run:{run['run_id']}"
-            live = FlowRunFilterStateType(any_=[StateType.SCHEDULED, StateType.PENDING, StateType.RUNNING])
-            stale = client.read_flow_runs(
-                flow_run_filter=FlowRunFilter(tags=FlowRunFilterTags(all_=[tag]), state=FlowRunFilterState(type=live))
-            )
-            for old in stale:  # its shard's warehouse is free (``shards.prepare``): no process still runs it
-                client.set_flow_run_state(
-                    old.id, Crashed(message="its worker is gone; the shard was sent again"), force=True
-                )
-            flow_run = client.create_flow_run_from_deployment(
-                deployment_id,
-                parameters={"run_id": run["run_id"], "warehouse": run["warehouse"]},
-                name=f"{flow.name}/{run['name']}",
-                tags=["ifsynth", tag],
-            )
-            started[str(flow_run.id)] = run["name"]
+        deployment_id = _deploy(client, flow, pool)
+        started = {_submit(client, deployment_id, flow.name, run): run for run in runs}
         notify(f"{len(started)} flow runs sent to work pool {pool}; waiting for its workers")
         states: dict[str, str] = {}
         try:
-            while len(states) < len(started) or not set(states.values()) <= FINAL:
-                for flow_run_id, name in started.items():
-                    state = client.read_flow_run(flow_run_id).state
-                    kind = state.type.value if state is not None else "SCHEDULED"
-                    if states.get(flow_run_id) != kind:
-                        states[flow_run_id] = kind
-                        notify(f"{name}: {kind.lower()}")
-                time.sleep(POLL_SECONDS)
+            _wait(client, started, states, notify, abandoned)
         except KeyboardInterrupt:
             for flow_run_id, kind in states.items():
                 if kind not in FINAL:
                     client.set_flow_run_state(flow_run_id, Cancelling(message="ifsynth was interrupted"), force=True)
             raise
+
+
+def _deploy(client: Any, flow: Any, pool: str) -> Any:
+    """The flow's deployment on ``pool``, created or updated to run the installed package's flow (a module
+    entry point: a worker needs ifsynth installed, not a copy of the code)."""
+    from prefect.deployments.runner import EntrypointType
+    from prefect.exceptions import ObjectNotFound
+
+    try:
+        client.read_work_pool(pool)
+    except ObjectNotFound:
+        raise ConfigError(
+            f"work pool `{pool}` does not exist: `prefect work-pool create {pool} --type process`, then start "
+            f"workers with `prefect worker start --pool {pool}`"
+        ) from None
+    deployment = flow.to_deployment(DEPLOYMENT, work_pool_name=pool, entrypoint_type=EntrypointType.MODULE_PATH)
+    return deployment.apply(work_pool_name=pool)
+
+
+def _submit(client: Any, deployment_id: Any, flow_name: str, run: dict[str, Any]) -> str:
+    """A flow run for ``run``, once any earlier one left unfinished is marked crashed: the caller found the
+    run's warehouse free, so no process runs that one any more."""
+    from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterState, FlowRunFilterStateType
+    from prefect.client.schemas.filters import FlowRunFilterTags as Tags
+    from prefect.client.schemas.objects import StateType
+    from prefect.states import Crashed
+
+    tag = f"ifsynth-run:{run['run_id']}"
+    unfinished = FlowRunFilterState(type=FlowRunFilterStateType(any_=[StateType[name] for name in UNFINISHED]))
+    for old in client.read_flow_runs(flow_run_filter=FlowRunFilter(tags=Tags(all_=[tag]), state=unfinished)):
+        client.set_flow_run_state(old.id, Crashed(message="no process runs it; its shard was sent again"), force=True)
+    flow_run = client.create_flow_run_from_deployment(
+        deployment_id,
+        parameters={"run_id": run["run_id"], "warehouse": run["warehouse"]},
+        name=f"{flow_name}/{run['name']}",
+        tags=["ifsynth", tag],
+    )
+    return str(flow_run.id)
+
+
+def _wait(
+    client: Any,
+    started: dict[str, dict[str, Any]],
+    states: dict[str, str],
+    notify: Callable[[str], None],
+    abandoned: Callable[[dict[str, Any]], bool],
+) -> None:
+    """Poll the flow runs until each has ended, saying every change of state; ``states`` holds the latest."""
+    from prefect.states import Crashed
+
+    suspect: dict[str, float] = {}  # flow run -> when it was first found abandoned
+    while len(states) < len(started) or not set(states.values()) <= FINAL:
+        for flow_run_id, run in started.items():
+            state = client.read_flow_run(flow_run_id).state
+            kind = state.type.value if state is not None else "SCHEDULED"
+            now = time.time()
+            if kind == "RUNNING" and now - state.timestamp.timestamp() > GONE_AFTER:
+                if not abandoned(run):
+                    suspect.pop(flow_run_id, None)
+                elif now - suspect.setdefault(flow_run_id, now) > 5 * POLL_SECONDS:  # twice, seconds apart
+                    client.set_flow_run_state(flow_run_id, Crashed(message="its process is gone"), force=True)
+                    kind = "CRASHED"
+            if states.get(flow_run_id) != kind:
+                states[flow_run_id] = kind
+                notify(f"{run['name']}: {kind.lower()}")
+        time.sleep(POLL_SECONDS)
 
 
 def free_port() -> int:

@@ -84,7 +84,8 @@ def execute_sharded(
     if todo:
         with stoppable(), prefect_api(progress.note):
             if work_pool:
-                run_on_pool(recipe(config.recipe).flow(), work_pool, [_flow_run(s) for s in todo], progress.note)
+                flow_runs = [_flow_run(shard) for shard in todo]
+                run_on_pool(recipe(config.recipe).flow(), work_pool, flow_runs, progress.note, _abandoned)
             else:
                 _run_locally(todo, progress, memory_limit)
     ended = [_ended(shard) for shard in todo]
@@ -119,6 +120,16 @@ def prepare(config: RunConfig, path: Path, prompts: Prompts, templates: list[str
 def _flow_run(shard: ShardRun) -> dict[str, Any]:
     """What a shard's flow run is given, all of which Prefect may record: no key, no connection."""
     return {"name": shard.name, "run_id": shard.run_id, "warehouse": str(shard.path)}
+
+
+def _abandoned(flow_run: dict[str, Any]) -> bool:
+    """Whether no process holds the shard's warehouse (a running shard's process holds it from its start to its
+    end): a read-only open succeeds only then."""
+    try:
+        with Warehouse(flow_run["warehouse"], read_only=True):
+            return True
+    except WarehouseInUse:
+        return False
 
 
 def _run_locally(shards: list[ShardRun], progress: Progress, memory_limit: str | None) -> None:

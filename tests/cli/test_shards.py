@@ -3,12 +3,15 @@ mid-run is continued alone; the merge refuses shards that do not make one run.""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -166,3 +169,107 @@ def test_merge_refuses_shards_of_different_runs(two_shards: dict[str, Any], tmp_
     done = merge(two_shards["warehouse"], shards / "1-of-2.duckdb")
     assert done.returncode == 2 and "holds no shard's run" in done.stderr
     assert not into.exists()  # nothing was written by a refused merge
+
+
+@contextlib.contextmanager
+def work_pool(root: Path, name: str, workers: int = 2) -> Iterator[list[subprocess.Popen[bytes]]]:
+    """A process work pool on the session's Prefect server with ``workers`` workers, one flow run at a time
+    each, polling every second; their logs in ``root``."""
+    prefect = str(Path(sys.executable).with_name("prefect"))
+    made = subprocess.run([prefect, "work-pool", "create", name, "--type", "process"], capture_output=True, text=True)
+    assert made.returncode == 0, made.stderr
+    env = {**os.environ, "PREFECT_WORKER_QUERY_SECONDS": "1", "PREFECT_LOGGING_LEVEL": "INFO"}
+    started = []
+    try:
+        for number in range(1, workers + 1):
+            with (root / f"{name}-w{number}.log").open("wb") as log:
+                started.append(subprocess.Popen(
+                    [prefect, "worker", "start", "--pool", name, "--type", "process", "--name", f"{name}-w{number}",
+                     "--limit", "1"], env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+                ))  # fmt: skip
+        deadline = time.monotonic() + 60
+        while not all(f"Worker '{name}-w{n}' started" in worker_log(root, name, n) for n in range(1, workers + 1)):
+            assert time.monotonic() < deadline, "the workers did not start"
+            time.sleep(0.2)
+        yield started
+    finally:
+        for worker in started:
+            for pid in [*descendants(worker.pid), worker.pid]:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
+            worker.wait()
+
+
+def worker_log(root: Path, pool: str, number: int) -> str:
+    return (root / f"{pool}-w{number}.log").read_text(errors="replace")
+
+
+def descendants(pid: int) -> list[int]:
+    parents: dict[int, int] = {}
+    for entry in Path("/proc").iterdir():
+        with contextlib.suppress(OSError, IndexError, ValueError):
+            if entry.name.isdigit():
+                parents[int(entry.name)] = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+    found, frontier = [], [pid]
+    while frontier:
+        children = [child for child, parent in parents.items() if parent in frontier]
+        found += children
+        frontier = children
+    return found
+
+
+def flow_runs(pool: str) -> list[Any]:
+    from prefect.client.orchestration import get_client
+
+    with get_client(sync_client=True) as client:
+        return [run for run in client.read_flow_runs() if run.work_pool_name == pool]
+
+
+def test_shards_run_on_a_work_pools_workers(seeds: Path, one_process: dict[str, Any], tmp_path: Path) -> None:
+    warehouse = tmp_path / "w.duckdb"
+    with work_pool(tmp_path, "pool-a"), FakeOpenAI(latency=0.01) as fake:
+        done = cli("--warehouse", str(warehouse), *run_args(seeds, fake.base_url, "--shards", "2", "--work-pool",
+                                                            "pool-a"))  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        assert fake.stats()["requests"] == one_process["sent"]
+        runs = flow_runs("pool-a")
+        logs = worker_log(tmp_path, "pool-a", 1) + worker_log(tmp_path, "pool-a", 2)
+    assert sorted(run.name for run in runs) == [
+        "instructir/instructir.shard-1-of-2",
+        "instructir/instructir.shard-2-of-2",
+    ]
+    assert all(run.state is not None and run.state.is_completed() and run.infrastructure_pid for run in runs)
+    for run in runs:  # each was taken by one of the pool's workers, which started its process
+        assert re.search(rf"Worker 'pool-a-w[12]' submitting flow run '{run.id}'", logs)
+    assert exported(warehouse, tmp_path / "out") == one_process["export"]
+
+
+def test_a_killed_worker_is_made_up_for_by_a_rerun(seeds: Path, one_process: dict[str, Any], tmp_path: Path) -> None:
+    """SIGKILL a worker and its flow run's process mid-run: the run notices the process is gone and fails in one
+    line; the same command again sends that shard alone to the worker left, and the release is the same."""
+    warehouse = tmp_path / "w.duckdb"
+    with work_pool(tmp_path, "pool-b") as workers, FakeOpenAI(latency=0.2) as fake:
+        args = [
+            "--warehouse",
+            str(warehouse),
+            *run_args(seeds, fake.base_url, "--shards", "2", "--work-pool", "pool-b"),
+        ]
+        parent = subprocess.Popen([sys.executable, "-m", "ifsynth.flows.cli", *args], cwd=REPO, text=True,
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=os.environ.copy())  # fmt: skip
+        deadline = time.monotonic() + 120
+        while fake.stats()["requests"] < 40 or not any(descendants(w.pid) for w in workers):
+            assert time.monotonic() < deadline and parent.poll() is None
+            time.sleep(0.05)
+        victim = next(w for w in workers if descendants(w.pid))
+        for pid in [victim.pid, *descendants(victim.pid)]:
+            os.kill(pid, signal.SIGKILL)
+        _, stderr = parent.communicate(timeout=180)
+        assert parent.returncode == RunFailed.exit_code, stderr
+        assert re.search(r"error: shard [12] of 2 died \(its process ended without recording how\)", stderr)
+        assert "crashed" in stderr  # the flow run the dead worker left running was marked so
+
+        again = cli(*args)
+        assert again.returncode == 0, again.stderr
+        assert "1 to run on work pool pool-b, 1 complete" in again.stderr
+        assert one_process["sent"] <= fake.stats()["requests"] <= one_process["sent"] + CONCURRENCY
+    assert exported(warehouse, tmp_path / "out") == one_process["export"]
