@@ -22,10 +22,21 @@ class Config(BaseModel):
 NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$"
 
 
-class Endpoint(Config):
-    """An OpenAI-compatible server. The key is read from the environment variable named here, never stored."""
+class Member(Config):
+    """One server of an endpoint pool."""
 
     base_url: str
+    weight: float = Field(1.0, gt=0, description="its share: its concurrency is the endpoint's times this")
+
+
+class Endpoint(Config):
+    """An OpenAI-compatible server, or a pool of interchangeable ones (``members``). The key is read from the
+    environment variable named here, never stored."""
+
+    base_url: str
+    members: tuple[Member, ...] = Field(
+        (), description="servers of the same model to spread requests over; base_url is the first"
+    )
     api_key_env: str = "OPENAI_API_KEY"
     structured_output: StructuredOutput = Field(
         "json_schema",
@@ -42,6 +53,23 @@ class Endpoint(Config):
     local_threads: int | None = Field(None, ge=1, description="CPU threads of the local model; all if unset")
     local_parallel: int = Field(2, ge=1, description="requests the local model decodes at once (continuous batching)")
     local_ctx: int = Field(8192, ge=512, description="context tokens of the local model, shared by its parallel slots")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _first_member(cls, data: Any) -> Any:
+        """A pool's base_url is its first member's (a pool is given by its members alone)."""
+        if isinstance(data, dict) and data.get("members") and not data.get("base_url"):
+            first = data["members"][0]
+            data = {**data, "base_url": first.get("base_url") if isinstance(first, dict) else first.base_url}
+        return data
+
+    @model_validator(mode="after")
+    def _pool(self) -> Endpoint:
+        if self.members and self.base_url != self.members[0].base_url:
+            raise ValueError("a pool's base_url is its first member's; give the members alone")
+        if self.members and self.local_model is not None:
+            raise ValueError("the embedded model is one process; it does not pool")
+        return self
 
 
 class Price(Config):
@@ -98,6 +126,12 @@ class RunConfig(Config):
     humans_from: str | None = Field(None, description="the run whose human verdicts override its judges' (release)")
     cache_only: bool = Field(False, description="answer from the cache only; an uncached ask fails unsent (release)")
     shard: Shard | None = Field(None, description="the part of the seeds this run answers for (--shards)")
+
+    @model_validator(mode="after")
+    def _batch_alone(self) -> RunConfig:
+        if self.batch and any(e is not None and e.members for e in (self.endpoint, self.judge_endpoint)):
+            raise ValueError("--batch sends through one endpoint's Batch API; it does not go with a pool")
+        return self
 
     def endpoint_for(self, role: Role) -> Endpoint:
         return self.judge_endpoint or self.endpoint if role == "judge" else self.endpoint

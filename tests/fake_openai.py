@@ -242,7 +242,13 @@ class FakeOpenAI:
     def __exit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
+        self.stop()
+
+    def stop(self) -> None:
+        """Stop serving (also mid-test, as a server that goes down would); stopping again does nothing."""
         assert self._server is not None and self._thread is not None and self._loop is not None
+        if not self._thread.is_alive():
+            return
         self._server.should_exit = True  # before the event: the woken main loop must see it
         self._loop.call_soon_threadsafe(self._stopping.set)  # also wakes stalled requests
         self._thread.join(timeout=10.0)

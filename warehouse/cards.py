@@ -157,8 +157,9 @@ def markdown(card: dict[str, Any], *, endpoints: bool = False) -> str:
         lines += ["", "## Models", "", "| role | model | endpoint | structured output |", "|---|---|---|---|"]
         for role, model in card["models"].items():
             endpoint = card.get("endpoints", {}).get(role, {})
-            url = endpoint.get("base_url", "")
-            where = url if endpoints or not url else host_kind(url)
+            urls = endpoint.get("members") or [endpoint.get("base_url", "")]
+            where = ", ".join(urls if endpoints or not urls[0] else sorted({host_kind(url) for url in urls}))
+            where = f"pool: {where}" if endpoint.get("members") else where
             lines.append(f"| {role} | {model} | {where} | {endpoint.get('structured_output', '')} |")
     lines += _fidelity(card.get("fidelity"))
     if card.get("stages"):

@@ -124,7 +124,10 @@ def run(
     recipe: Annotated[str, typer.Argument(help="Recipe to run: instructir, infosearch, followir, ifir or infir.")],
     seeds: Annotated[str | None, typer.Option(help="demo, beir:DIR or irds:ID.")] = None,
     limit: Annotated[int | None, typer.Option(help="Use at most this many seed queries.")] = None,
-    base_url: Annotated[str | None, typer.Option(help="OpenAI-compatible endpoint (vLLM, Ollama, ...).")] = None,
+    base_url: Annotated[
+        list[str] | None,
+        typer.Option(help="OpenAI-compatible endpoint (vLLM, Ollama, ...); repeat it for a pool of servers."),
+    ] = None,
     model: Annotated[str | None, typer.Option(help="Model of the generation stages.")] = None,
     judge_model: Annotated[str | None, typer.Option(help="Model of the judge stages.")] = None,
     structured_output: Annotated[

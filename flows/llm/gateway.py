@@ -22,6 +22,7 @@ from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt, stop
 from ifsynth.flows.llm import batch
 from ifsynth.flows.llm.answers import call_cost, decode_completion, parse_answer
 from ifsynth.flows.llm.limits import Budget
+from ifsynth.flows.llm.pool import Pool
 from ifsynth.flows.llm.requests import Ask, Reply, Request
 from ifsynth.flows.llm.retry import Backoff, is_transient, pause, retry_after
 from ifsynth.flows.llm.route import Route
@@ -57,8 +58,8 @@ class Gateway:
         self.run_id = run_id
         self.seed = seed
         self.budget = budget
-        self._routes: dict[Endpoint, Route] = {}
-        self._by_role: dict[Role, Route] = {}
+        self._pools: dict[Endpoint, Pool] = {}
+        self._by_role: dict[Role, Pool] = {}
         # Call ids: a random prefix per gateway and a counter, unique without a system call per request.
         self._call_prefix = uuid.uuid4().hex[:20]
         self._calls = itertools.count()
@@ -66,19 +67,20 @@ class Gateway:
     async def __aenter__(self) -> Gateway:
         for role in ("generator", "judge"):
             endpoint = self.config.endpoint_for(role)
-            if endpoint not in self._routes:
-                self._routes[endpoint] = Route(endpoint, self.notify)
-            self._by_role[role] = self._routes[endpoint]
+            if endpoint not in self._pools:
+                self._pools[endpoint] = Pool(endpoint, self.notify)
+            self._by_role[role] = self._pools[endpoint]
         return self
 
     async def __aexit__(self, *_: object) -> None:
-        for route in self._routes.values():
-            await route.close()
-        self._routes.clear()
+        for pool in self._pools.values():
+            await pool.close()
+        self._pools.clear()
         self._by_role.clear()
 
     def route(self, role: Role) -> Route:
-        return self._by_role[role]
+        """The role's endpoint (a pool's first member: every member takes the same requests)."""
+        return self._by_role[role].first
 
     async def ask_many(self, stage: str, asks: Sequence[Ask], on_done: Callable[[], None] | None = None) -> list[Reply]:
         """Answer every ask, cached ones first; concurrency is bounded per endpoint.
@@ -92,7 +94,7 @@ class Gateway:
         requests go out as one batch."""
         stopped: list[BudgetExhausted | EndpointDown] = []
         size = len(asks) if self.config.batch else CHUNK
-        bound = max(route.limit.maximum for route in self._routes.values())
+        bound = max(pool.capacity for pool in self._pools.values())
         low = bound  # the next chunk is prepared once at most this many asks are outstanding
         room = asyncio.Event()
         outstanding = 0
@@ -151,11 +153,11 @@ class Gateway:
         return [reply for reply in replies if reply is not None]
 
     def _request(self, ask: Ask, messages: list[dict[str, str]], reask: int) -> Request:
-        route = self.route(ask.role)
+        pool = self._by_role[ask.role]
         # A re-ask samples with another seed: the same seed could give back the same unusable answer, and
         # since the seed is keyed, two re-asks with identical messages are still two requests.
-        body = route.body(ask, self.config.model_for(ask.role), self.seed + reask, messages)
-        return Request(cache_key(route.base_url, body, ask.sample_index), body)
+        body = pool.first.body(ask, self.config.model_for(ask.role), self.seed + reask, messages)
+        return Request(cache_key(pool.key_url, body, ask.sample_index), body)
 
     async def _answer(self, stage: str, ask: Ask, request: Request, cache: dict[str, dict[str, Any]]) -> Reply:
         reply = Reply(status="failed")
@@ -205,25 +207,26 @@ class Gateway:
 
         The first attempt runs outside tenacity: most requests succeed at once, and its bookkeeping costs
         more CPU than the request itself at thousands of requests a second."""
-        route = self.route(ask.role)
+        pool = self._by_role[ask.role]
+        endpoint, route = pool.endpoint, pool.first  # a pool's members share the endpoint's retry settings
         key, body = request.key, request.body
         payload = canonical_request(body)  # serialized once: sent, stored and journalled as is
         attempts = 1
         began = time.monotonic()
         try:
             try:
-                return (*await self._attempt(stage, ask, key, body, payload, route, attempts), attempts)
+                return (*await self._attempt(stage, ask, key, body, payload, pool, attempts), attempts)
             except (openai.APIStatusError, openai.APIConnectionError) as exc:
-                if not is_transient(exc) or route.endpoint.max_attempts == 1:
+                if not is_transient(exc) or endpoint.max_attempts == 1:
                     raise
                 wait = pause(exc, attempts)
-                if time.monotonic() - began + wait > route.endpoint.deadline:
+                if time.monotonic() - began + wait > endpoint.deadline:
                     raise
                 self._say_wait(route, exc, wait)
                 await asyncio.sleep(wait)
-            remaining = route.endpoint.deadline - (time.monotonic() - began)
+            remaining = endpoint.deadline - (time.monotonic() - began)
             async for attempt in AsyncRetrying(
-                stop=stop_after_attempt(route.endpoint.max_attempts - 1) | stop_before_delay(remaining),
+                stop=stop_after_attempt(endpoint.max_attempts - 1) | stop_before_delay(remaining),
                 wait=Backoff(before=1),
                 before_sleep=lambda state: self._say_wait(route, state.outcome.exception(), state.upcoming_sleep),
                 retry=retry_if_exception(is_transient),
@@ -231,7 +234,7 @@ class Gateway:
             ):
                 with attempt:
                     attempts += 1
-                    return (*await self._attempt(stage, ask, key, body, payload, route, attempts), attempts)
+                    return (*await self._attempt(stage, ask, key, body, payload, pool, attempts), attempts)
         except openai.APIStatusError as exc:
             raise _Failed(f"HTTP {exc.status_code}: {_short(exc, route)}", attempts) from None
         except openai.APIConnectionError as exc:
@@ -239,8 +242,9 @@ class Gateway:
         raise AssertionError("unreachable")
 
     async def _attempt(
-        self, stage: str, ask: Ask, key: str, body: dict[str, Any], payload: str, route: Route, attempt: int
+        self, stage: str, ask: Ask, key: str, body: dict[str, Any], payload: str, pool: Pool, attempt: int
     ) -> tuple[str | None, str | None, list[dict[str, Any]] | None]:
+        route = await pool.pick()
         await route.ready()
         record = {
             "call_id": f"{self._call_prefix}{next(self._calls):012x}",
@@ -281,10 +285,11 @@ class Gateway:
                     ),
                     request_json=payload,
                 )
-                route.breaker.failed(exc)
+                pool.failed(route, exc)
                 raise
             latency = (time.perf_counter() - started) * 1000
         route.limit.succeeded()
+        pool.succeeded(route)
         route.rate.observe(raw.headers)
         completion = decode_completion(raw.content)
         text, finish, prompt_tokens, completion_tokens, logprobs, _ = completion

@@ -125,15 +125,16 @@ def _say_once(notify: Callable[[str], None], message: str) -> None:
         notify(message)
 
 
-def endpoint_summaries(config: RunConfig) -> dict[str, dict[str, str]]:
+def endpoint_summaries(config: RunConfig) -> dict[str, dict[str, Any]]:
     """Each role's endpoint as a run's fingerprint and a release's card show it: no credentials, no key."""
-    return {
-        role: {
-            "base_url": public_url(config.endpoint_for(role).base_url),
-            "structured_output": config.endpoint_for(role).structured_output,
-        }
-        for role in ("generator", "judge")
-    }
+    summaries = {}
+    for role in ("generator", "judge"):
+        endpoint = config.endpoint_for(role)
+        summary = {"base_url": public_url(endpoint.base_url), "structured_output": endpoint.structured_output}
+        if endpoint.members:
+            summary["members"] = [public_url(member.base_url) for member in endpoint.members]  # type: ignore[assignment]
+        summaries[role] = summary
+    return summaries
 
 
 def preflight(endpoint: Endpoint, notify: Callable[[str], None] = lambda _: None) -> None:
@@ -142,6 +143,9 @@ def preflight(endpoint: Endpoint, notify: Callable[[str], None] = lambda _: None
     proxy's page) is left to the run, whose breaker judges real requests."""
     if endpoint.base_url == LOCAL_BASE_URL:
         weights(endpoint.local_model)
+        return
+    if endpoint.members:
+        _preflight_pool(endpoint, notify)
         return
     key = sendable_key(endpoint.base_url, endpoint.api_key_env, notify)
     where = public_url(endpoint.base_url)
@@ -170,6 +174,20 @@ def preflight(endpoint: Endpoint, notify: Callable[[str], None] = lambda _: None
         pass
     finally:
         client.close()
+
+
+def _preflight_pool(endpoint: Endpoint, notify: Callable[[str], None]) -> None:
+    """A pool may start with members down (they are tried again during the run), not with all of them."""
+    down = []
+    for member in endpoint.members:
+        try:
+            preflight(endpoint.model_copy(update={"base_url": member.base_url, "members": ()}), notify)
+        except EndpointDown as exc:
+            down.append(exc)
+    if len(down) == len(endpoint.members):
+        raise EndpointDown(f"no member of the pool can be reached; the first: {down[0]}")
+    for exc in down:
+        notify(f"{exc}; the run starts without it and tries it again later")
 
 
 class Route:

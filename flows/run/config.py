@@ -88,6 +88,12 @@ def resolve(
             raise ConfigError(f"setting `{section}` must be a section of keys (`{section}.KEY=VALUE`)")
     endpoint = dict(data.pop("endpoint", {}) or {})
     endpoint.update({key: data.pop(key) for key in list(data) if key in ENDPOINT_KEYS})
+    if isinstance(endpoint.get("base_url"), list):  # --base-url given once, or repeated for a pool
+        urls = endpoint.pop("base_url")
+        endpoint.update({"base_url": urls[0]} if len(urls) == 1 else {"members": [{"base_url": u} for u in urls]})
+    members = endpoint.get("members")
+    if members and isinstance(members, list) and isinstance(members[0], dict):
+        endpoint.setdefault("base_url", members[0].get("base_url"))  # a pool is given by its members
     run = {key: data.pop(key) for key in list(data) if key in RUN_KEYS}
     if endpoint.get("local_model") is not None:
         if endpoint.get("base_url") not in (None, LOCAL_BASE_URL):

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from ifsynth.flows.llm.limits import Budget
+from ifsynth.flows.llm.pool import POOL_KEY
 from ifsynth.flows.llm.route import endpoint_summaries, preflight, public_url
 from ifsynth.flows.run.context import NoProgress, Progress, RunContext, Tracker, activate, deactivate, recorded
 from ifsynth.flows.run.prefect_api import prefect_api
@@ -48,8 +49,12 @@ class Started:
 
 def fingerprint(config: RunConfig, prompts: Prompts, templates: list[str]) -> str:
     """What decides a run's output: recipe, seeds, models, endpoints, parameters and templates."""
-    # [base_url, structured_output] per role, the shape earlier versions hashed: their unfinished runs stay resumable
-    endpoints = {role: list(summary.values()) for role, summary in endpoint_summaries(config).items()}
+    # [base_url, structured_output] per role, the shape earlier versions hashed: their unfinished runs stay resumable;
+    # a pool is the pool whatever its members, as its cache keys are (flows/llm/pool.py)
+    endpoints = {
+        role: [POOL_KEY if "members" in summary else summary["base_url"], summary["structured_output"]]
+        for role, summary in endpoint_summaries(config).items()
+    }
     return sha256(
         canonical(
             {

@@ -1,0 +1,164 @@
+"""Endpoint pools: requests spread by free capacity and weight, a member that fails rests and its requests go to
+the others, and the cache does not care which member answered."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+import time
+from pathlib import Path
+
+import duckdb
+import httpx2
+import openai
+import pytest
+
+from ifsynth.flows.llm.pool import POOL_KEY, REST, STRIKES, Pool
+from ifsynth.flows.llm.route import Route
+from ifsynth.schemas.config import Endpoint, Member, RunConfig
+from tests.conftest import cli
+from tests.fake_openai import FakeOpenAI
+from tests.helpers import export_files, synthetic_beir
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def pool(*weights: float, clock: Clock | None = None, concurrency: int = 4) -> Pool:
+    members = tuple(Member(base_url=f"http://10.0.0.{i}:8000/v1", weight=w) for i, w in enumerate(weights, 1))
+    return Pool(Endpoint(members=members, concurrency=concurrency), clock=clock or Clock())  # type: ignore[call-arg]
+
+
+def pick(members: Pool) -> Route:
+    return asyncio.run(members.pick())
+
+
+def refused(url: str) -> openai.APIConnectionError:
+    return openai.APIConnectionError(message="Connection error: refused", request=httpx2.Request("POST", url))
+
+
+def server_error(url: str) -> openai.APIStatusError:
+    response = httpx2.Response(503, request=httpx2.Request("POST", url))
+    return openai.InternalServerError("busy", response=response, body=None)
+
+
+def test_attempts_go_where_there_is_most_room_for_the_weight() -> None:
+    spread = pool(1, 3)
+    assert [route.limit.maximum for route in spread.routes] == [4, 12]
+    assert spread.capacity == 16 and spread.key_url == POOL_KEY
+    taken = []
+    for _ in range(16):  # fill both as a run would: each pick holds a slot
+        route = pick(spread)
+        route.limit.in_flight += 1
+        taken.append(spread.routes.index(route))
+    assert taken.count(0) == 4 and taken.count(1) == 12
+
+
+def test_a_member_that_refuses_rests_and_comes_back() -> None:
+    clock, notes = Clock(), []
+    members = pool(1, 1, clock=clock)
+    members.notify = notes.append
+    a, b = members.routes
+    members.failed(a, refused(a.base_url))
+    assert notes == [f"{a.base_url} cannot be reached: out of rotation for {REST:.0f} s, its requests go to the other"]
+    assert {id(pick(members)) for _ in range(5)} == {id(b)}  # b gets everything while a rests
+    clock.now += REST
+    b.limit.in_flight = 3
+    assert pick(members) is a  # back in rotation, with the most room
+    members.failed(a, refused(a.base_url))  # failing again doubles its rest
+    assert notes[-1].endswith(f"out of rotation for {2 * REST:.0f} s, its requests go to the other")
+    members.succeeded(a)
+    clock.now += 2 * REST
+    members.failed(a, refused(a.base_url))
+    assert notes[-1].endswith(f"out of rotation for {REST:.0f} s, its requests go to the other")  # answered: reset
+
+
+def test_5xx_take_a_member_out_only_in_a_row_and_a_bad_key_still_stops_the_run() -> None:
+    clock = Clock()
+    members = pool(1, 1, clock=clock)
+    a, b = members.routes
+    for _ in range(STRIKES - 1):
+        members.failed(a, server_error(a.base_url))
+    members.succeeded(a)
+    members.failed(a, server_error(a.base_url))
+    b.limit.in_flight = 1
+    assert pick(members) is a  # 2 + 1 with a success between: still in rotation
+    for _ in range(STRIKES):
+        members.failed(b, server_error(b.base_url))
+    a.limit.in_flight = 3
+    assert pick(members) is a  # b rests, though a is busier
+    unauthorized = openai.AuthenticationError(
+        "no", response=httpx2.Response(401, request=httpx2.Request("POST", a.base_url)), body=None
+    )
+    with pytest.raises(Exception, match="answered 401"):
+        members.failed(a, unauthorized)
+
+
+def test_a_pool_is_given_by_its_members_and_does_not_batch() -> None:
+    endpoint = Endpoint.model_validate({"members": [{"base_url": "http://a/v1"}, {"base_url": "http://b/v1"}]})
+    assert endpoint.base_url == "http://a/v1"
+    with pytest.raises(ValueError, match="first member's"):
+        Endpoint.model_validate({"base_url": "http://b/v1", "members": [{"base_url": "http://a/v1"}]})
+    with pytest.raises(ValueError, match="does not go with a pool"):
+        RunConfig(recipe="instructir", seeds="demo", model="m", endpoint=endpoint, batch=True)
+
+
+def base_urls(warehouse: Path) -> dict[str, int]:
+    with duckdb.connect(str(warehouse), read_only=True) as db:
+        rows = db.execute("SELECT base_url, count(*) FROM llm_calls WHERE error IS NULL GROUP BY 1").fetchall()
+    return dict(rows)
+
+
+def test_a_member_stopped_mid_run_hands_its_share_to_the_other(tmp_path: Path) -> None:
+    seeds = synthetic_beir(tmp_path / "seeds", 24)
+    settings = ["--set", "query_length_percentiles=[0,100]", "--set", "passage_length_percentiles=[0,100]",
+                "--set", "passage_band=inside", "--set", "instructions_per_query=3", "--set", "min_group_size=1",
+                "--set", "max_attempts=4"]  # fmt: skip
+
+    def run(warehouse: Path, *urls: str) -> dict[str, bytes]:
+        base = [a for url in urls for a in ("--base-url", url)]
+        args = ["run", "instructir", "--seeds", f"beir:{seeds}", "--model", "m", "--concurrency", "4", *base]
+        done = cli("--warehouse", str(warehouse), *args, "--json", *settings)
+        assert done.returncode == 0, done.stderr
+        assert json.loads(done.stdout)["status"] == "completed"
+        folder = warehouse.with_suffix(".export")
+        out = cli("--warehouse", str(warehouse), "export", "--format", "beir", "--out", str(folder))
+        assert out.returncode == 0, out.stderr
+        return {k: v for k, v in export_files(folder).items() if not k.endswith("README.md")}
+
+    with FakeOpenAI(latency=0.01) as alone:
+        expected = run(tmp_path / "one" / "w.duckdb", alone.base_url)
+        total = alone.stats()["requests"]
+
+    stopped_at: list[int] = []
+    with FakeOpenAI(latency=0.02) as a, FakeOpenAI(latency=0.02) as b:
+
+        def stop_a() -> None:
+            while a.stats()["requests"] < total // 4:
+                time.sleep(0.01)
+            a.stop()
+            stopped_at.append(a.stats()["requests"])
+
+        stopper = threading.Thread(target=stop_a, daemon=True)
+        stopper.start()
+        pooled = tmp_path / "pool" / "w.duckdb"
+        assert run(pooled, a.base_url, b.base_url) == expected
+        stopper.join(timeout=5)
+        served = base_urls(pooled)
+        # a answered until it stopped, b everything after: far more than its half
+        assert stopped_at and served.get(a.base_url, 0) <= stopped_at[0]
+        assert served[b.base_url] > total * 0.6
+        assert served.get(a.base_url, 0) + served[b.base_url] == total
+
+        # the cache is the pool's, not a member's: the same run against another pool sends nothing
+        with FakeOpenAI() as c:
+            again = pooled.with_name("again.duckdb")
+            again.write_bytes(pooled.read_bytes())
+            assert run(again, c.base_url, b.base_url) == expected
+            assert c.stats()["requests"] == 0
