@@ -1,4 +1,5 @@
-"""Servers that tests and benchmarks run on loopback besides the fake OpenAI API: a dedicated Prefect server.
+"""Servers that tests and benchmarks run on loopback besides the fake OpenAI API: a dedicated Prefect server,
+and a process work pool with its workers.
 
 A child `ifsynth run` with no Prefect server starts a temporary one (several seconds each); pointed at one
 server with `PREFECT_API_URL`, every run of a test session or a benchmark skips that cost, as a user who
@@ -11,6 +12,7 @@ import contextlib
 import dataclasses
 import http.server
 import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -23,7 +25,8 @@ from typing import Any
 
 from ifsynth.flows.run.prefect_api import free_port
 
-__all__ = ["FixedReply", "fixed_reply", "free_port", "prefect_server", "wait_until_up"]
+__all__ = ["FixedReply", "descendants", "fixed_reply", "free_port", "prefect_server", "wait_until_up", "work_pool",
+           "worker_log"]  # fmt: skip
 
 
 def wait_until_up(url: str, process: subprocess.Popen[Any], what: str, *, seconds: float) -> None:
@@ -60,6 +63,53 @@ def prefect_server() -> Iterator[dict[str, str]]:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(process.pid, 15)
             process.wait(timeout=30)
+
+
+@contextlib.contextmanager
+def work_pool(root: Path, name: str, workers: int = 2) -> Iterator[list[subprocess.Popen[bytes]]]:
+    """A process work pool on the session's Prefect server with ``workers`` workers, one flow run at a time
+    each, polling every second; their logs in ``root``."""
+    prefect = str(Path(sys.executable).with_name("prefect"))
+    made = subprocess.run([prefect, "work-pool", "create", name, "--type", "process"], capture_output=True, text=True)
+    assert made.returncode == 0, made.stderr
+    env = {**os.environ, "PREFECT_WORKER_QUERY_SECONDS": "1", "PREFECT_LOGGING_LEVEL": "INFO"}
+    started = []
+    try:
+        for number in range(1, workers + 1):
+            with (root / f"{name}-w{number}.log").open("wb") as log:
+                started.append(subprocess.Popen(
+                    [prefect, "worker", "start", "--pool", name, "--type", "process", "--name", f"{name}-w{number}",
+                     "--limit", "1"], env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+                ))  # fmt: skip
+        deadline = time.monotonic() + 60
+        while not all(f"Worker '{name}-w{n}' started" in worker_log(root, name, n) for n in range(1, workers + 1)):
+            assert time.monotonic() < deadline, "the workers did not start"
+            time.sleep(0.2)
+        yield started
+    finally:
+        for worker in started:
+            for pid in [*descendants(worker.pid), worker.pid]:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
+            worker.wait()
+
+
+def worker_log(root: Path, pool: str, number: int) -> str:
+    return (root / f"{pool}-w{number}.log").read_text(errors="replace")
+
+
+def descendants(pid: int) -> list[int]:
+    parents: dict[int, int] = {}
+    for entry in Path("/proc").iterdir():
+        with contextlib.suppress(OSError, IndexError, ValueError):
+            if entry.name.isdigit():
+                parents[int(entry.name)] = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+    found, frontier = [], [pid]
+    while frontier:
+        children = [child for child, parent in parents.items() if parent in frontier]
+        found += children
+        frontier = children
+    return found
 
 
 @contextlib.contextmanager

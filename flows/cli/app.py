@@ -224,6 +224,25 @@ def merge(
     )
 
 
+@app.command()
+def serve(
+    recipes: Annotated[list[str] | None, typer.Argument(help="Recipes whose flows to serve; all by default.")] = None,
+    limit: Annotated[int | None, typer.Option(min=1, help="Flow runs at a time (default: no bound).")] = None,
+) -> None:
+    """Serve the recipe flows to a Prefect server (PREFECT_API_URL) until Ctrl-C: a flow run of deployment
+    `<recipe>/served` given a warehouse and a run's config (settings, never a key) runs that recipe here."""
+    from ifsynth.flows.run.prefect_api import serve as serve_flows
+    from ifsynth.flows.run.registry import RECIPES, recipe
+    from ifsynth.flows.run.runner import PREFECT_DEFAULTS
+
+    for key, value in PREFECT_DEFAULTS.items():
+        os.environ.setdefault(key, value)
+    chosen = [recipe(name) for name in recipes or sorted(RECIPES)]
+    err.print(f"serving {', '.join(f'{r.name}/served' for r in chosen)}; Ctrl-C stops", highlight=False)
+    serve_flows([r.flow() for r in chosen], limit)  # Prefect's runner stops cleanly on Ctrl-C, and returns
+    err.print("stopped serving", highlight=False)
+
+
 def _intro(settings: Any) -> str:
     from ifsynth.flows.llm.route import public_url
 

@@ -63,11 +63,22 @@ def api_url() -> str:
     return str(PREFECT_API_URL.value())
 
 
-DEPLOYMENT = "ifsynth"  # each recipe flow's deployment, as prefect.yaml names it too
+DEPLOYMENT = "ifsynth"  # each recipe flow's deployment on a work pool, as prefect.yaml names it too
+SERVED = "served"  # each recipe flow's deployment while `ifsynth serve` runs
 POLL_SECONDS = 1.0
 GONE_AFTER = 15.0  # seconds a flow run must have been running before its process may be judged gone
 FINAL = {"COMPLETED", "FAILED", "CRASHED", "CANCELLED"}
 UNFINISHED = ("SCHEDULED", "PENDING", "RUNNING", "CANCELLING")
+
+
+def serve(flows: list[Any], limit: int | None) -> None:
+    """Serve the flows from this process until Ctrl-C: each is a deployment ``<recipe>/served`` whose flow runs
+    (from Prefect's UI, ``prefect deployment run``, an automation) run here, ``limit`` at a time."""
+    if not os.environ.get("PREFECT_API_URL"):
+        raise ConfigError("serving needs a Prefect server that outlives this process: set PREFECT_API_URL")
+    from prefect import serve as serve_deployments
+
+    serve_deployments(*(flow.to_deployment(SERVED) for flow in flows), limit=limit, print_starting_message=False)
 
 
 def run_on_pool(
@@ -131,7 +142,7 @@ def _submit(client: Any, deployment_id: Any, flow_name: str, run: dict[str, Any]
         client.set_flow_run_state(old.id, Crashed(message="no process runs it; its shard was sent again"), force=True)
     flow_run = client.create_flow_run_from_deployment(
         deployment_id,
-        parameters={"run_id": run["run_id"], "warehouse": run["warehouse"]},
+        parameters={"warehouse": run["warehouse"], "run_id": run["run_id"]},
         name=f"{flow_name}/{run['name']}",
         tags=["ifsynth", tag],
     )

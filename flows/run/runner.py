@@ -107,6 +107,15 @@ def checked(config: RunConfig, progress: Progress) -> tuple[Prompts, list[str]]:
     return prompts, templates
 
 
+def start(config: RunConfig, warehouse_path: str | Path) -> str:
+    """The run this config describes, opened in the warehouse (a new one, or the unfinished one with its
+    fingerprint) for a flow run to drive; its id."""
+    prompts, templates = checked(config, NoProgress())
+    with Warehouse(warehouse_path, memory_limit=os.environ.get("IFSYNTH_MEMORY_LIMIT")) as warehouse:
+        run_id, _, _ = open_run(warehouse, config, fingerprint(config, prompts, templates))
+    return run_id
+
+
 def _unused(config: RunConfig) -> set[Endpoint]:
     """Endpoints a run never reaches: all of them when it answers from the cache alone."""
     return {config.endpoint_for("generator"), config.endpoint_for("judge")} if config.cache_only else set()
@@ -132,7 +141,7 @@ def _drive(
             models = {config.model_for("generator"), config.model_for("judge")}
             labels, labelled_flow = labelled(flow, config.recipe, name, config.seeds, models)
             with LiveServer(warehouse, tracker.snapshot), recorded(warehouse, run_id), labels:
-                stages = labelled_flow(run_id, str(warehouse_path))
+                stages = labelled_flow(str(warehouse_path), run_id)
         finally:
             deactivate(run_id)
     return Started(run_id=run_id, resumed=resumed, stages=stages)

@@ -27,7 +27,7 @@ def main(argv: list[str]) -> int:
     labels, flow = labelled(recipe(run.recipe).flow(), run.recipe, run.name, config["seeds"], models)
     try:
         with labels:
-            flow(run_id, warehouse)
+            flow(warehouse, run_id)
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130

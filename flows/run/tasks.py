@@ -1,7 +1,7 @@
 """The Prefect side of every recipe: each stage of the recipe's list runs as one task named after it.
 
-A flow takes the run id and the warehouse's location, a task the run id and the stage's ordinal (Prefect
-records parameters; no key is ever one) and finds the rest in the run's context.
+A flow takes the warehouse's location and the run id (or the config of a run to start), a task the run id and
+the stage's ordinal (Prefect records parameters; no key is ever one) and finds the rest in the run's context.
 """
 
 from __future__ import annotations
@@ -16,7 +16,10 @@ from prefect.artifacts import create_markdown_artifact, create_table_artifact
 
 from ifsynth.flows.run.context import attach, check_failures, context
 from ifsynth.flows.run.registry import recipe
+from ifsynth.flows.run.runner import start
 from ifsynth.flows.run.signals import stoppable
+from ifsynth.schemas.config import RunConfig
+from ifsynth.schemas.errors import ConfigError
 from ifsynth.schemas.records import StageCounts
 from ifsynth.warehouse import audit
 from ifsynth.warehouse.cards import markdown as card_markdown
@@ -29,9 +32,15 @@ def run_stage(run_id: str, order: int) -> StageCounts:
     return stage.run(ctx, order)
 
 
-def run_stages(run_id: str, warehouse: str) -> list[StageCounts]:
+def run_stages(warehouse: str, run_id: str = "", config: dict[str, Any] | None = None) -> list[StageCounts]:
     """Every stage of the run's recipe, in list order, one task each; in a process that did not start the
-    run, its context is rebuilt from ``warehouse`` first."""
+    run, its context is rebuilt from ``warehouse`` first. Given a ``config`` (settings, never a key) instead of
+    a run id, the run it describes is started, or the unfinished one with its fingerprint continued: how a
+    served or deployed flow is started from Prefect's UI or ``prefect deployment run``."""
+    if not run_id:
+        if config is None:
+            raise ConfigError("a flow run takes the id of a run in its warehouse, or the config of a run to start")
+        run_id = start(RunConfig.model_validate(config), warehouse)
     with stoppable(), attach(run_id, warehouse) as ctx:
         stages = recipe(ctx.recipe).stages(ctx.params, sharded=ctx.config.shard is not None)
         counts = [run_stage.with_options(name=stage.name)(run_id, order) for order, stage in enumerate(stages, 1)]

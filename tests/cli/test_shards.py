@@ -3,7 +3,6 @@ mid-run is continued alone; the merge refuses shards that do not make one run.""
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import re
@@ -11,7 +10,6 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +22,7 @@ from ifsynth.warehouse.store import Warehouse
 from tests.conftest import REPO, cli
 from tests.fake_openai import FakeOpenAI
 from tests.helpers import export_files, synthetic_beir
+from tests.servers import descendants, work_pool, worker_log
 
 SEEDS = 40
 CONCURRENCY = 4
@@ -169,53 +168,6 @@ def test_merge_refuses_shards_of_different_runs(two_shards: dict[str, Any], tmp_
     done = merge(two_shards["warehouse"], shards / "1-of-2.duckdb")
     assert done.returncode == 2 and "holds no shard's run" in done.stderr
     assert not into.exists()  # nothing was written by a refused merge
-
-
-@contextlib.contextmanager
-def work_pool(root: Path, name: str, workers: int = 2) -> Iterator[list[subprocess.Popen[bytes]]]:
-    """A process work pool on the session's Prefect server with ``workers`` workers, one flow run at a time
-    each, polling every second; their logs in ``root``."""
-    prefect = str(Path(sys.executable).with_name("prefect"))
-    made = subprocess.run([prefect, "work-pool", "create", name, "--type", "process"], capture_output=True, text=True)
-    assert made.returncode == 0, made.stderr
-    env = {**os.environ, "PREFECT_WORKER_QUERY_SECONDS": "1", "PREFECT_LOGGING_LEVEL": "INFO"}
-    started = []
-    try:
-        for number in range(1, workers + 1):
-            with (root / f"{name}-w{number}.log").open("wb") as log:
-                started.append(subprocess.Popen(
-                    [prefect, "worker", "start", "--pool", name, "--type", "process", "--name", f"{name}-w{number}",
-                     "--limit", "1"], env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
-                ))  # fmt: skip
-        deadline = time.monotonic() + 60
-        while not all(f"Worker '{name}-w{n}' started" in worker_log(root, name, n) for n in range(1, workers + 1)):
-            assert time.monotonic() < deadline, "the workers did not start"
-            time.sleep(0.2)
-        yield started
-    finally:
-        for worker in started:
-            for pid in [*descendants(worker.pid), worker.pid]:
-                with contextlib.suppress(ProcessLookupError):
-                    os.kill(pid, signal.SIGKILL)
-            worker.wait()
-
-
-def worker_log(root: Path, pool: str, number: int) -> str:
-    return (root / f"{pool}-w{number}.log").read_text(errors="replace")
-
-
-def descendants(pid: int) -> list[int]:
-    parents: dict[int, int] = {}
-    for entry in Path("/proc").iterdir():
-        with contextlib.suppress(OSError, IndexError, ValueError):
-            if entry.name.isdigit():
-                parents[int(entry.name)] = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
-    found, frontier = [], [pid]
-    while frontier:
-        children = [child for child, parent in parents.items() if parent in frontier]
-        found += children
-        frontier = children
-    return found
 
 
 def flow_runs(pool: str) -> list[Any]:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from prefect import flow
 from prefect.task_runners import ThreadPoolTaskRunner
 
@@ -10,6 +12,6 @@ from ifsynth.schemas.records import StageCounts
 
 
 @flow(name="ifir", task_runner=ThreadPoolTaskRunner(max_workers=1))
-def ifir_flow(run_id: str, warehouse: str) -> list[StageCounts]:
+def ifir_flow(warehouse: str, run_id: str = "", config: dict[str, Any] | None = None) -> list[StageCounts]:
     """select, level1, level2, level3, recheck, nest, assemble."""
-    return run_stages(run_id, warehouse)
+    return run_stages(warehouse, run_id, config)
