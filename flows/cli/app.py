@@ -198,7 +198,7 @@ def run(
         lambda progress: execute_sharded(
             settings, ctx.obj.path, shards, progress, work_pool=work_pool, memory_limit=memory
         ),
-        _intro(settings) + f"; {shards} shards",
+        _intro(settings, f", {shards} shards" + (f" on work pool {work_pool}" if work_pool else "")),
         as_json=as_json,
     )
 
@@ -243,11 +243,12 @@ def serve(
     err.print("stopped serving", highlight=False)
 
 
-def _intro(settings: Any) -> str:
+def _intro(settings: Any, how: str = "") -> str:
     from ifsynth.flows.llm.route import public_url
 
-    where = public_url(settings.endpoint.base_url)
-    return f"{settings.recipe}: seeds {settings.seeds}, model {settings.model} at {where}; checking inputs"
+    members = settings.endpoint.members
+    where = f"a pool of {len(members)}" if members else public_url(settings.endpoint.base_url)
+    return f"{settings.recipe}: seeds {settings.seeds}, model {settings.model} at {where}{how}; checking inputs"
 
 
 def _run_and_report(ctx: typer.Context, settings: Any, *, as_json: bool) -> str:

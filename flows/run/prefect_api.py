@@ -111,19 +111,26 @@ def run_on_pool(
             raise
 
 
+def check_work_pool(pool: str) -> None:
+    """The pool exists on the configured server (before any shard is prepared for it)."""
+    from prefect.client.orchestration import get_client
+    from prefect.exceptions import ObjectNotFound
+
+    with get_client(sync_client=True) as client:
+        try:
+            client.read_work_pool(pool)
+        except ObjectNotFound:
+            raise ConfigError(
+                f"work pool `{pool}` does not exist: `prefect work-pool create {pool} --type process`, then start "
+                f"workers with `prefect worker start --pool {pool}`"
+            ) from None
+
+
 def _deploy(client: Any, flow: Any, pool: str) -> Any:
     """The flow's deployment on ``pool``, created or updated to run the installed package's flow (a module
     entry point: a worker needs ifsynth installed, not a copy of the code)."""
     from prefect.deployments.runner import EntrypointType
-    from prefect.exceptions import ObjectNotFound
 
-    try:
-        client.read_work_pool(pool)
-    except ObjectNotFound:
-        raise ConfigError(
-            f"work pool `{pool}` does not exist: `prefect work-pool create {pool} --type process`, then start "
-            f"workers with `prefect worker start --pool {pool}`"
-        ) from None
     deployment = flow.to_deployment(DEPLOYMENT, work_pool_name=pool, entrypoint_type=EntrypointType.MODULE_PATH)
     return deployment.apply(work_pool_name=pool)
 
@@ -144,7 +151,7 @@ def _submit(client: Any, deployment_id: Any, flow_name: str, run: dict[str, Any]
         deployment_id,
         parameters={"warehouse": run["warehouse"], "run_id": run["run_id"]},
         name=f"{flow_name}/{run['name']}",
-        tags=["ifsynth", tag],
+        tags=["ifsynth", tag, *run.get("tags", ())],
     )
     return str(flow_run.id)
 

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from ifsynth.flows.run.context import Progress
-from ifsynth.flows.run.prefect_api import api_url, prefect_api, run_on_pool
+from ifsynth.flows.run.prefect_api import api_url, check_work_pool, prefect_api, run_on_pool
 from ifsynth.flows.run.registry import recipe
 from ifsynth.flows.run.runner import Started, checked, execute, fingerprint, open_run
 from ifsynth.flows.run.signals import stoppable
@@ -72,7 +72,11 @@ def execute_sharded(
     for flag, value in (("--max-calls", config.max_calls), ("--max-cost", config.max_cost), ("--batch", config.batch)):
         if value:
             raise ConfigError(f"{flag} bounds one process; it does not go with --shards")
+    if work_pool and not os.environ.get("PREFECT_API_URL"):
+        raise ConfigError("--work-pool needs the Prefect server its workers poll: set PREFECT_API_URL")
     prompts, templates = checked(config, progress)
+    if work_pool:
+        check_work_pool(work_pool)
     paths = shard_paths(warehouse_path, count)
     shards = [
         prepare(config.model_copy(update={"shard": Shard(index=index, count=count)}), path, prompts, templates)
@@ -84,15 +88,16 @@ def execute_sharded(
     if todo:
         with stoppable(), prefect_api(progress.note):
             if work_pool:
-                flow_runs = [_flow_run(shard) for shard in todo]
+                flow_runs = [_flow_run(shard, config) for shard in todo]
                 run_on_pool(recipe(config.recipe).flow(), work_pool, flow_runs, progress.note, _abandoned)
             else:
                 _run_locally(todo, progress, memory_limit)
     ended = [_ended(shard) for shard in todo]
     failed = [f"{shard.shard} {why}" for shard, why in zip(todo, ended, strict=True) if why]
     if failed:
+        logs = "the workers' output" if work_pool else str(todo[0].log.parent)
         raise RunFailed(
-            f"{'; '.join(failed)} (log: {todo[0].log.parent}); run the same command again: complete shards are "
+            f"{'; '.join(failed)} (logs: {logs}); run the same command again: complete shards are "
             "kept, the others continue"
         )
     return merge(paths, warehouse_path, progress, memory_limit=memory_limit)
@@ -117,9 +122,11 @@ def prepare(config: RunConfig, path: Path, prompts: Prompts, templates: list[str
     return ShardRun(config.shard, path, run_id, name, complete=False)
 
 
-def _flow_run(shard: ShardRun) -> dict[str, Any]:
-    """What a shard's flow run is given, all of which Prefect may record: no key, no connection."""
-    return {"name": shard.name, "run_id": shard.run_id, "warehouse": str(shard.path)}
+def _flow_run(shard: ShardRun, config: RunConfig) -> dict[str, Any]:
+    """What a shard's flow run is given and labelled with, all of which Prefect may record: no key."""
+    models = sorted({config.model_for("generator"), config.model_for("judge")})
+    tags = [config.recipe, f"seeds:{config.seeds}", *(f"model:{model}" for model in models)]
+    return {"name": shard.name, "run_id": shard.run_id, "warehouse": str(shard.path), "tags": tags}
 
 
 def _abandoned(flow_run: dict[str, Any]) -> bool:

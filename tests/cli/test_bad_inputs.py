@@ -102,6 +102,12 @@ CASES: dict[str, tuple[Callable[[Path], list[str]], str]] = {
     "endpoint not a section": (lambda t: ["--set", "endpoint=3"], "setting `endpoint` must be a section"),
     "config that never ends": (lambda t: ["--config", "/dev/zero"], "is not a regular file"),
     "name that is a path": (lambda t: ["--name", "../../x"], "setting `name`"),
+    "shards with a call budget": (lambda t: ["--shards", "2", "--max-calls", "5"], "--max-calls bounds one process"),
+    "a work pool that does not exist": (
+        lambda t: ["--shards", "2", "--work-pool", "nowhere"],
+        "`nowhere` does not exist",
+    ),
+    "a pool in batch mode": (lambda t: ["--base-url", "http://127.0.0.1:9/v1", "--batch"], "does not go with a pool"),
 }
 
 
@@ -119,7 +125,7 @@ def test_bad_input_is_refused_before_any_request(case: str, tmp_path: Path) -> N
     lines = [line for line in proc.stderr.strip().splitlines() if not line.endswith("checking inputs")]
     assert proc.returncode != 0 and len(lines) == 1 and lines[0].startswith("error: "), proc.stderr[-1500:]
     assert said in lines[0]
-    assert sent == 0 and not warehouse.exists()
+    assert sent == 0 and not warehouse.exists() and not warehouse.with_name("w.duckdb.shards").exists()
 
 
 @pytest.mark.parametrize(("args", "message"), [
