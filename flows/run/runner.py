@@ -88,7 +88,7 @@ def execute(
 
 def checked(config: RunConfig, progress: Progress) -> tuple[Prompts, list[str]]:
     """Everything a run can be refused for before it touches a warehouse: settings, templates, seed sources
-    and endpoints; then Prefect's quiet defaults. Returns the run's templates."""
+    and endpoints; then Prefect's quiet defaults. Returns the prompts and the names of the run's templates."""
     chosen = recipe(config.recipe)
     params = chosen.params.model_validate(config.params)
     if config.max_cost is not None:

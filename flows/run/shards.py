@@ -109,10 +109,12 @@ def prepare(config: RunConfig, path: Path, prompts: Prompts, templates: list[str
     print_ = fingerprint(config, prompts, templates)
     name = f"{config.name or config.recipe}.shard-{config.shard.index}-of-{config.shard.count}"
     try:
-        with Warehouse(path) as warehouse:
-            done = warehouse.completed_run(print_)
+        if path.is_file():  # read first: a complete shard's file is not opened for writing again
+            with Warehouse(path, read_only=True) as warehouse:
+                done = warehouse.completed_run(print_)
             if done is not None:
                 return ShardRun(config.shard, path, done, name, complete=True)
+        with Warehouse(path) as warehouse:
             run_id, _, _ = open_run(warehouse, config.model_copy(update={"name": name}), print_)
             warehouse.finish_run(run_id, "interrupted", "waiting for its shard's flow run to start")
     except WarehouseInUse as exc:
