@@ -181,4 +181,6 @@ def stored_config(config: RunConfig) -> dict[str, Any]:
     for name in ("endpoint", "judge_endpoint"):
         if stored.get(name):
             stored[name]["base_url"] = public_url(stored[name]["base_url"])
+            for member in stored[name]["members"]:
+                member["base_url"] = public_url(member["base_url"])
     return stored

@@ -174,12 +174,13 @@ def test_the_api_key_is_nowhere(first: dict[str, Any]) -> None:
     assert SECRET not in first["proc"].stdout + first["proc"].stderr
 
 
-def test_credentials_in_the_base_url_leave_no_trace(server: FakeOpenAI, tmp_path: Path) -> None:
+@pytest.mark.parametrize("members", [1, 2])
+def test_credentials_in_the_base_url_leave_no_trace(server: FakeOpenAI, tmp_path: Path, members: int) -> None:
     secrets = ("someuser", "pa55w0rdXYZ", "k3ySECRETq")
     url = server.base_url.replace("http://", "http://someuser:pa55w0rdXYZ@") + "?key=k3ySECRETq&api-version=2"
     warehouse = tmp_path / "w.duckdb"
-    args = ["--warehouse", str(warehouse), "run", "instructir", "--seeds", "demo", "--limit", "3", "--base-url", url,
-            "--model", "m", "--set", "min_group_size=1"]  # fmt: skip
+    args = ["--warehouse", str(warehouse), "run", "instructir", "--seeds", "demo", "--limit", "3",
+            *["--base-url", url] * members, "--model", "m", "--set", "min_group_size=1"]  # fmt: skip
     server.reset()
     proc = ok(cli(*args))
     assert server.headers[0]["authorization"].startswith("Basic "), "user and password go as Basic auth"

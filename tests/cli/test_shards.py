@@ -24,7 +24,7 @@ from tests.fake_openai import FakeOpenAI
 from tests.helpers import export_files, synthetic_beir
 from tests.servers import descendants, work_pool, worker_log
 
-SEEDS = 40
+SEEDS = 50
 CONCURRENCY = 4
 EVERY_SEED = ["query_length_percentiles=[0,100]", "passage_length_percentiles=[0,100]", "passage_band=inside"]
 SETTINGS = [*EVERY_SEED, "instructions_per_query=3", "q1_min_score=1", "min_group_size=1"]
@@ -32,7 +32,7 @@ SETTINGS = [*EVERY_SEED, "instructions_per_query=3", "q1_min_score=1", "min_grou
 
 def run_args(seeds: Path, base_url: str, *extra: str) -> list[str]:
     sets = [a for s in SETTINGS for a in ("--set", s)]
-    return ["run", "instructir", "--seeds", f"beir:{seeds}", "--limit", "30", "--base-url", base_url,
+    return ["run", "instructir", "--seeds", f"beir:{seeds}", "--limit", "40", "--base-url", base_url,
             "--model", "m", "--concurrency", str(CONCURRENCY), "--json", *sets, *extra]  # fmt: skip
 
 
@@ -82,7 +82,7 @@ def test_two_shards_make_the_one_process_release(one_process: dict[str, Any], tw
     assert two_shards["sent"] == one_process["sent"]
     merged = {row["stage"]: row for row in two_shards["funnel"]["stages"]}
     assert sum(row["sent"] for row in merged.values()) == 0
-    assert merged["instructions"]["cached"] == 30
+    assert merged["instructions"]["cached"] == 40
     # the shards' seeds are disjoint, fall where their hash says, and together are the selection
     seeds = groups(one_process["warehouse"], "select")
     shard_seeds = [groups(two_shards["shards"] / f"{i}-of-2.duckdb", "select") for i in (1, 2)]
@@ -126,6 +126,35 @@ def test_a_killed_shard_is_continued_alone(seeds: Path, one_process: dict[str, A
         assert one_process["sent"] <= fake.stats()["requests"] <= one_process["sent"] + CONCURRENCY
         assert fake.stats()["requests"] > before
     assert exported(warehouse, tmp_path / "out") == one_process["export"]
+
+
+def test_ctrl_c_stops_every_shard_cleanly_and_a_shard_can_be_watched(seeds: Path, tmp_path: Path) -> None:
+    """While shards run, another shell reads a shard's funnel; Ctrl-C then stops the run and every shard's
+    process, each recording that it was interrupted, in one line with exit 130."""
+    warehouse = tmp_path / "w.duckdb"
+    with FakeOpenAI(latency=0.2) as fake:
+        args = ["--warehouse", str(warehouse), *run_args(seeds, fake.base_url, "--shards", "2")]
+        parent = subprocess.Popen([sys.executable, "-m", "ifsynth.flows.cli", *args], cwd=REPO, text=True,
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=os.environ.copy())  # fmt: skip
+        deadline = time.monotonic() + 120
+        while fake.stats()["requests"] < 20:
+            assert time.monotonic() < deadline and parent.poll() is None
+            time.sleep(0.05)
+        shard = warehouse.with_name("w.duckdb.shards") / "1-of-2.duckdb"
+        watched = cli("--warehouse", str(shard), "funnel", "--json")
+        assert watched.returncode == 0, watched.stderr
+        assert json.loads(watched.stdout)["status"] == "running"
+        children = descendants(parent.pid)
+        parent.send_signal(signal.SIGINT)
+        _, stderr = parent.communicate(timeout=120)
+    assert parent.returncode == 130, stderr[-2000:]
+    assert (
+        stderr.strip().splitlines()[-1] == "interrupted; run the same command again to continue from where it stopped"
+    )
+    assert not [pid for pid in children if Path(f"/proc/{pid}").exists()]  # no shard process outlives the run
+    for index in (1, 2):
+        with Warehouse(warehouse.with_name("w.duckdb.shards") / f"{index}-of-2.duckdb", read_only=True) as store:
+            assert store.run().status == "interrupted"
 
 
 def shard_process(parent: int, marker: str) -> int:
