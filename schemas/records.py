@@ -13,7 +13,8 @@ JudgeKind = Literal["llm", "rule", "human"]
 # A verdict's judge: its kind, named (`llm:positive`, `rule:newline`) when one stage decides an item several ways.
 Judge = Annotated[str, StringConstraints(pattern=rf"^({'|'.join(get_args(JudgeKind))})(:[a-z0-9_]+)?$")]
 # `died`: marked running, but no process holds the warehouse (killed with -9, the machine went down)
-RunStatus = Literal["running", "completed", "failed", "interrupted", "stopped", "died"]
+# pending: a shard's run made and waiting for the process that drives it
+RunStatus = Literal["pending", "running", "completed", "failed", "interrupted", "stopped", "died"]
 
 
 class Record(BaseModel):

@@ -414,8 +414,8 @@ class Warehouse:
     def resumable_run(self, fingerprint: str) -> str | None:
         """The newest unfinished run with this fingerprint: running it again continues it."""
         rows = self._sql(
-            "SELECT run_id FROM runs WHERE fingerprint = ? AND status IN ('interrupted', 'failed', 'stopped') "
-            "ORDER BY started_at DESC LIMIT 1",
+            "SELECT run_id FROM runs WHERE fingerprint = ? "
+            "AND status IN ('pending', 'interrupted', 'failed', 'stopped') ORDER BY started_at DESC LIMIT 1",
             [fingerprint],
         )
         return rows[0]["run_id"] if rows else None

@@ -173,10 +173,13 @@ def attach(run_id: str, warehouse: str | Path) -> Iterator[RunContext]:
         run = store.run(run_id)
         store.start_run(run.model_copy(update={"status": "running", "ended_at": None, "error": None}))
         # --max-calls and --max-cost bound one invocation of `ifsynth run`, not the run: none applies here
-        ctx = RunContext.build(run_id, RunConfig.model_validate(run.config), store)
+        tracker = Tracker(NoProgress())
+        ctx = RunContext.build(run_id, RunConfig.model_validate(run.config), store, tracker)
         activate(ctx)
         try:
-            with LiveServer(store), recorded(store, run_id):  # `ifsynth funnel` from another shell still answers
+            # `ifsynth funnel` from another shell answers, with the stage in progress (the coordinator of a
+            # sharded run reads it so)
+            with LiveServer(store, tracker.snapshot), recorded(store, run_id):
                 yield ctx
         finally:
             deactivate(run_id)

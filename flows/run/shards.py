@@ -32,9 +32,11 @@ from ifsynth.flows.run.signals import stoppable
 from ifsynth.prompts.registry import Prompts
 from ifsynth.schemas.config import RunConfig, Shard
 from ifsynth.schemas.errors import ConfigError, RunFailed, WarehouseInUse
+from ifsynth.warehouse import live
 from ifsynth.warehouse.store import Warehouse
 
 STOP_SECONDS = 30.0  # how long a stopped shard process may take to record how it ended
+WATCH_SECONDS = 30.0  # between two lines on the running shards' progress
 
 
 @dataclass(frozen=True)
@@ -116,7 +118,7 @@ def prepare(config: RunConfig, path: Path, prompts: Prompts, templates: list[str
                 return ShardRun(config.shard, path, done, name, complete=True)
         with Warehouse(path) as warehouse:
             run_id, _, _ = open_run(warehouse, config.model_copy(update={"name": name}), print_)
-            warehouse.finish_run(run_id, "interrupted", "waiting for its shard's flow run to start")
+            warehouse.finish_run(run_id, "pending", "waiting for the process that drives it")
     except WarehouseInUse as exc:
         raise ConfigError(
             f"{config.shard} is still being run ({exc}); wait for it, or stop it, then run this command again"
@@ -160,13 +162,31 @@ def _run_locally(shards: list[ShardRun], progress: Progress, memory_limit: str |
                     start_new_session=True,  # the terminal's Ctrl-C comes here, and is passed on below
                 )
             running[process] = shard
+        said = time.monotonic()
         while running:
             for process in [p for p in running if p.poll() is not None]:
                 shard = running.pop(process)
                 progress.note(f"{shard.shard} ended ({'complete' if process.returncode == 0 else 'not complete'})")
+            if time.monotonic() - said > WATCH_SECONDS and running:
+                said = time.monotonic()
+                progress.note(watched(list(running.values())))
             time.sleep(0.2)
     finally:
         _stop(list(running))
+
+
+def watched(shards: list[ShardRun]) -> str:
+    """One line on the shards still running, from each one's process: the stage it is in and how far."""
+    parts = []
+    for shard in shards:
+        report = live.ask(shard.path, "funnel")
+        now = (report or {}).get("in_progress")
+        if now:
+            parts.append(f"{shard.shard.index}: {now['stage']} {now['done']}/{now['total']}")
+        else:
+            done = len((report or {}).get("stages", []))
+            parts.append(f"{shard.shard.index}: {'starting' if report is None else f'{done} stages done'}")
+    return f"shards of {shards[0].shard.count} running: " + "; ".join(parts)
 
 
 def _stop(processes: list[subprocess.Popen[bytes]]) -> None:

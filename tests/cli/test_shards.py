@@ -16,6 +16,7 @@ from typing import Any
 import duckdb
 import pytest
 
+from ifsynth.flows.run.shards import ShardRun, watched
 from ifsynth.schemas.config import Shard
 from ifsynth.schemas.errors import RunFailed
 from ifsynth.warehouse.store import Warehouse
@@ -141,9 +142,19 @@ def test_ctrl_c_stops_every_shard_cleanly_and_a_shard_can_be_watched(seeds: Path
             assert time.monotonic() < deadline and parent.poll() is None
             time.sleep(0.05)
         shard = warehouse.with_name("w.duckdb.shards") / "1-of-2.duckdb"
-        watched = cli("--warehouse", str(shard), "funnel", "--json")
-        assert watched.returncode == 0, watched.stderr
-        assert json.loads(watched.stdout)["status"] == "running"
+        while (funnel := cli("--warehouse", str(shard), "funnel", "--json")).returncode == 0:
+            if json.loads(funnel.stdout)["status"] == "running":  # answered by the shard's process
+                break
+            assert json.loads(funnel.stdout)["status"] == "pending" and time.monotonic() < deadline
+        assert funnel.returncode == 0, funnel.stderr
+        # the line the run prints every half minute, from each shard's process
+        running = [
+            ShardRun(Shard(index=i, count=2), shard.with_name(f"{i}-of-2.duckdb"), "", "", False) for i in (1, 2)
+        ]
+        line = watched(running)
+        assert re.fullmatch(
+            r"shards of 2 running: 1: (\w+ \d+/\d+|\d stages done); 2: (\w+ \d+/\d+|\d stages done)", line
+        )
         children = descendants(parent.pid)
         parent.send_signal(signal.SIGINT)
         _, stderr = parent.communicate(timeout=120)
