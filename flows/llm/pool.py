@@ -4,7 +4,8 @@ replicas of one model, say).
 Each attempt goes to the member with the most free capacity for its weight (a member's concurrency is the
 endpoint's ``concurrency`` times its weight). A member that refuses connections, or answers 5xx
 ``STRIKES`` times in a row, leaves the rotation for ``REST`` seconds (doubling while it keeps failing, up to
-``MAX_REST``), and its requests are retried on the others; it is then tried again. Failures that say the
+``MAX_REST``), and its requests are retried on the others; it is then tried again. When every member has
+rested ``GIVE_UP`` times in a row, the run stops as it does when a single endpoint is down. Failures that say the
 configuration is wrong (401, 404, a redirect) still trip that member's breaker and stop the run, as for a
 single endpoint.
 
@@ -22,10 +23,12 @@ import openai
 
 from ifsynth.flows.llm.route import Route
 from ifsynth.schemas.config import Endpoint
+from ifsynth.schemas.errors import EndpointDown
 
 POOL_KEY = "pool"  # the endpoint part of a pooled request's cache key
 STRIKES = 3  # 5xx answers in a row that take a member out
 REST, MAX_REST = 5.0, 120.0  # seconds out of rotation, first and at most
+GIVE_UP = 3  # rests in a row of every member, with no answer between, that stop the run
 
 
 class Pool:
@@ -80,6 +83,12 @@ class Pool:
         now = self._clock()
         present = [at for at, back in enumerate(self._back_at) if back <= now]
         if not present:
+            if min(self._rests) >= GIVE_UP:
+                members = ", ".join(route.base_url for route in self.routes)
+                raise EndpointDown(
+                    f"no member of the pool answers ({members}: each out of rotation {GIVE_UP} times in a row); "
+                    "the run stopped, and continues when rerun"
+                )
             soonest = min(range(len(self.routes)), key=self._back_at.__getitem__)
             await asyncio.sleep(max(0.0, self._back_at[soonest] - now))
             return self.routes[soonest]

@@ -212,6 +212,8 @@ def _ended(shard: ShardRun) -> str:
         return ""
     if run.status == "died":
         return "died (its process ended without recording how)"
+    if run.status == "pending":
+        return "never started (its process ended before it took the run)"
     return {"interrupted": "was interrupted", "stopped": "stopped"}.get(run.status, run.status) + (
         f": {run.error}" if run.error else ""
     )

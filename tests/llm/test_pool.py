@@ -14,9 +14,10 @@ import httpx2
 import openai
 import pytest
 
-from ifsynth.flows.llm.pool import POOL_KEY, REST, STRIKES, Pool
+from ifsynth.flows.llm.pool import GIVE_UP, MAX_REST, POOL_KEY, REST, STRIKES, Pool
 from ifsynth.flows.llm.route import Route
 from ifsynth.schemas.config import Endpoint, Member, RunConfig
+from ifsynth.schemas.errors import EndpointDown
 from tests.conftest import cli
 from tests.fake_openai import FakeOpenAI
 from tests.helpers import export_files, synthetic_beir
@@ -77,6 +78,21 @@ def test_a_member_that_refuses_rests_and_comes_back() -> None:
     clock.now += 2 * REST
     members.failed(a, refused(a.base_url))
     assert notes[-1].endswith(f"out of rotation for {REST:.0f} s, its requests go to the other")  # answered: reset
+
+
+def test_a_pool_whose_every_member_keeps_failing_stops_the_run() -> None:
+    clock = Clock()
+    members = pool(1, 1, clock=clock)
+    for round_ in range(1, GIVE_UP + 1):
+        for route in members.routes:
+            members.failed(route, refused(route.base_url))
+        if round_ < GIVE_UP:
+            clock.now += MAX_REST  # both back in rotation, and failing again
+    with pytest.raises(EndpointDown, match="no member of the pool answers"):
+        pick(members)
+    members.succeeded(members.routes[0])  # an answer in between: the pool waits for it instead
+    clock.now += MAX_REST
+    assert pick(members) is members.routes[0]
 
 
 def test_5xx_take_a_member_out_only_in_a_row_and_a_bad_key_still_stops_the_run() -> None:
