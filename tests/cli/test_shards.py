@@ -23,6 +23,8 @@ from ifsynth.warehouse.store import Warehouse
 from tests.conftest import REPO, cli
 from tests.fake_openai import FakeOpenAI
 from tests.helpers import export_files, synthetic_beir
+from tests.recipes.test_infir import sensible as infir_answers
+from tests.recipes.test_infosearch import sensible as infosearch_answers
 from tests.servers import descendants, work_pool, worker_log
 
 SEEDS = 50
@@ -265,3 +267,22 @@ def test_a_killed_worker_is_made_up_for_by_a_rerun(seeds: Path, one_process: dic
         assert "1 to run on work pool pool-b, 1 complete" in again.stderr
         assert one_process["sent"] <= fake.stats()["requests"] <= one_process["sent"] + CONCURRENCY
     assert exported(warehouse, tmp_path / "out") == one_process["export"]
+
+
+@pytest.mark.parametrize("name", ["infosearch", "infir"])
+def test_recipes_with_steps_over_every_seed_shard_to_the_same_release(name: str, tmp_path: Path) -> None:
+    """InfoSearch's retrieval panel sits between LLM stages and InF-IR's validation draws distractors from the
+    whole seed corpus: sharded, each still releases what one process does."""
+    responder = {"infosearch": infosearch_answers, "infir": infir_answers}[name]
+    exports = {}
+    with FakeOpenAI(mode="responder", responder=responder) as fake:
+        for shards in ("1", "2"):
+            warehouse = tmp_path / f"{shards}.duckdb"
+            args = ["run", name, "--seeds", "demo", "--base-url", fake.base_url, "--model", "m", "--shards", shards]
+            done = cli("--warehouse", str(warehouse), *args, "--json")
+            assert done.returncode == 0, done.stderr[-2000:]
+            assert json.loads(done.stdout)["accepted"] > 0
+            out = cli("--warehouse", str(warehouse), "export", "--format", "jsonl", "--out", str(tmp_path / shards))
+            assert out.returncode == 0, out.stderr
+            exports[shards] = {k: v for k, v in export_files(tmp_path / shards).items() if not k.endswith("README.md")}
+    assert exports["2"] == exports["1"] and exports["1"]
