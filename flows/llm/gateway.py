@@ -236,9 +236,9 @@ class Gateway:
                     attempts += 1
                     return (*await self._attempt(stage, ask, key, body, payload, pool, attempts), attempts)
         except openai.APIStatusError as exc:
-            raise _Failed(f"HTTP {exc.status_code}: {_short(exc, route)}", attempts) from None
+            raise _Failed(f"HTTP {exc.status_code}: {_short(exc, pool)}", attempts) from None
         except openai.APIConnectionError as exc:
-            raise _Failed(f"{type(exc).__name__}: {_short(exc, route)}", attempts) from None
+            raise _Failed(f"{type(exc).__name__}: {_short(exc, pool)}", attempts) from None
         raise AssertionError("unreachable")
 
     async def _attempt(
@@ -349,6 +349,6 @@ class _Failed(Exception):
         self.reason, self.attempts = reason, attempts
 
 
-def _short(exc: BaseException, route: Route) -> str:
+def _short(exc: BaseException, route: Route | Pool) -> str:
     """The error as stored and shown: one line, without the secrets the route knows (a server may echo them)."""
     return route.scrub(" ".join(str(exc).split()))[:300]

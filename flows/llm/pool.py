@@ -128,6 +128,12 @@ class Pool:
         where = self.routes[at].base_url
         self.notify(f"{where} {why}: out of rotation for {seconds:.0f} s, its requests go to {others}")
 
+    def scrub(self, text: str) -> str:
+        """``text`` without any member's secrets: a failure seen after retries may come from any of them."""
+        for route in self.routes:
+            text = route.scrub(text)
+        return text
+
     async def close(self) -> None:
         for route in self.routes:
             await route.close()
