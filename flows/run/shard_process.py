@@ -18,14 +18,14 @@ def main(argv: list[str]) -> int:
     run_id, warehouse = argv
     for key, value in PREFECT_DEFAULTS.items():
         os.environ.setdefault(key, value)
-    with Warehouse(warehouse, read_only=True) as store:
-        run = store.run(run_id)
-    from ifsynth.flows.run.tasks import labelled  # imports Prefect: only once PREFECT_DEFAULTS are set
-
-    config = run.config
-    models = {config["model"], config.get("judge_model") or config["model"]}
-    labels, flow = labelled(recipe(run.recipe).flow(), run.recipe, run.name, config["seeds"], models)
     try:
+        with Warehouse(warehouse, read_only=True) as store:
+            run = store.run(run_id)
+        from ifsynth.flows.run.tasks import labelled  # imports Prefect: only once PREFECT_DEFAULTS are set
+
+        config = run.config
+        models = {config["model"], config.get("judge_model") or config["model"]}
+        labels, flow = labelled(recipe(run.recipe).flow(), run.recipe, run.name, config["seeds"], models)
         with labels:
             flow(warehouse, run_id)
     except KeyboardInterrupt:
