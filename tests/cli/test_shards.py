@@ -144,11 +144,12 @@ def test_ctrl_c_stops_every_shard_cleanly_and_a_shard_can_be_watched(seeds: Path
             assert time.monotonic() < deadline and parent.poll() is None
             time.sleep(0.05)
         shard = warehouse.with_name("w.duckdb.shards") / "1-of-2.duckdb"
-        while (funnel := cli("--warehouse", str(shard), "funnel", "--json")).returncode == 0:
-            if json.loads(funnel.stdout)["status"] == "running":  # answered by the shard's process
-                break
-            assert json.loads(funnel.stdout)["status"] == "pending" and time.monotonic() < deadline
-        assert funnel.returncode == 0, funnel.stderr
+        for path in (shard, shard.with_name("2-of-2.duckdb")):  # until each shard's process answers for it
+            while (funnel := cli("--warehouse", str(path), "funnel", "--json")).returncode == 0:
+                if json.loads(funnel.stdout)["status"] == "running":
+                    break
+                assert json.loads(funnel.stdout)["status"] == "pending" and time.monotonic() < deadline
+            assert funnel.returncode == 0, funnel.stderr
         # the line the run prints every half minute, from each shard's process
         running = [
             ShardRun(Shard(index=i, count=2), shard.with_name(f"{i}-of-2.duckdb"), "", "", False) for i in (1, 2)
@@ -167,7 +168,8 @@ def test_ctrl_c_stops_every_shard_cleanly_and_a_shard_can_be_watched(seeds: Path
     assert not [pid for pid in children if Path(f"/proc/{pid}").exists()]  # no shard process outlives the run
     for index in (1, 2):
         with Warehouse(warehouse.with_name("w.duckdb.shards") / f"{index}-of-2.duckdb", read_only=True) as store:
-            assert store.run().status == "interrupted"
+            run = store.run()
+            assert run.status == "interrupted", run.error
 
 
 def shard_process(parent: int, marker: str) -> int:
