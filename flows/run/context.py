@@ -17,6 +17,7 @@ from typing import Any, Protocol
 
 from ifsynth.flows.llm.limits import Budget
 from ifsynth.flows.run.registry import recipe
+from ifsynth.flows.run.signals import stopping
 from ifsynth.flows.seeds import SeedSource
 from ifsynth.prompts.registry import Prompts
 from ifsynth.schemas.config import RecipeParams, RunConfig
@@ -145,7 +146,10 @@ def recorded(warehouse: Warehouse, run_id: str) -> Iterator[None]:
         warehouse.finish_run(run_id, "interrupted", "interrupted by the user")
         raise
     except BaseException as exc:
-        warehouse.finish_run(run_id, "failed", f"{type(exc).__name__}: {exc}"[:500])
+        if stopping():
+            warehouse.finish_run(run_id, "interrupted", "interrupted by the user")
+        else:
+            warehouse.finish_run(run_id, "failed", f"{type(exc).__name__}: {exc}"[:500])
         raise
     warehouse.finish_run(run_id, "completed")
 

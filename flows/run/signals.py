@@ -32,6 +32,12 @@ def _handle(signum: int, _: FrameType | None) -> None:
         raise Interrupted(signum)
 
 
+def stopping() -> bool:
+    """Whether a stop signal has come: whatever a run then ends with (a cancelled request, a library's own
+    wrapping of the interrupt) comes from the stop."""
+    return bool(_received)
+
+
 @contextmanager
 def stoppable() -> Iterator[None]:
     """Within the block SIGINT and SIGTERM stop the run as described above; the handlers are restored after.
