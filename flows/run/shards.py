@@ -24,6 +24,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from pydantic import ValidationError
+
+from ifsynth.flows.llm.local_model import LOCAL_BASE_URL
+from ifsynth.flows.llm.route import url_secrets
 from ifsynth.flows.run.context import Progress
 from ifsynth.flows.run.prefect_api import api_url, check_work_pool, prefect_api, run_on_pool
 from ifsynth.flows.run.registry import recipe
@@ -31,7 +35,7 @@ from ifsynth.flows.run.runner import Started, checked, execute, fingerprint, ope
 from ifsynth.flows.run.signals import stoppable
 from ifsynth.prompts.registry import Prompts
 from ifsynth.schemas.config import RunConfig, Shard
-from ifsynth.schemas.errors import ConfigError, RunFailed, WarehouseInUse
+from ifsynth.schemas.errors import ConfigError, RunFailed, WarehouseError, WarehouseInUse
 from ifsynth.warehouse import live
 from ifsynth.warehouse.store import Warehouse
 
@@ -74,6 +78,14 @@ def execute_sharded(
     for flag, value in (("--max-calls", config.max_calls), ("--max-cost", config.max_cost), ("--batch", config.batch)):
         if value:
             raise ConfigError(f"{flag} bounds one process; it does not go with --shards")
+    for endpoint in {config.endpoint_for("generator"), config.endpoint_for("judge")}:
+        if endpoint.local_model is not None or endpoint.base_url == LOCAL_BASE_URL:
+            raise ConfigError("the embedded model runs in one process; --shards needs an endpoint the shards share")
+        if any(url_secrets(url) for url in [endpoint.base_url, *(m.base_url for m in endpoint.members)]):
+            raise ConfigError(
+                "credentials in --base-url stay in this process and never reach a shard's; give the key in "
+                f"{endpoint.api_key_env} instead"
+            )
     if work_pool and not os.environ.get("PREFECT_API_URL"):
         raise ConfigError("--work-pool needs the Prefect server its workers poll: set PREFECT_API_URL")
     prompts, templates = checked(config, progress)
@@ -102,28 +114,39 @@ def execute_sharded(
             f"{'; '.join(failed)} (logs: {logs}); run the same command again: complete shards are "
             "kept, the others continue"
         )
-    return merge(paths, warehouse_path, progress, memory_limit=memory_limit)
+    runs = [shard.run_id for shard in shards]
+    return merge(paths, warehouse_path, progress, memory_limit=memory_limit, run_ids=runs)
 
 
 def prepare(config: RunConfig, path: Path, prompts: Prompts, templates: list[str]) -> ShardRun:
     """The shard's run in its own warehouse: complete already, continued, or new, and waiting for a process."""
     assert config.shard is not None
     print_ = fingerprint(config, prompts, templates)
-    name = f"{config.name or config.recipe}.shard-{config.shard.index}-of-{config.shard.count}"
+    if config.name is not None:  # unnamed, a shard's run is named by its id, as any run is
+        named = f"{config.name}.shard-{config.shard.index}-of-{config.shard.count}"
+        try:
+            config = RunConfig.model_validate({**config.model_dump(), "name": named})
+        except ValidationError:
+            raise ConfigError(f"--name {config.name} is too long to name its shards; shorten it") from None
     try:
         if path.is_file():  # read first: a complete shard's file is not opened for writing again
             with Warehouse(path, read_only=True) as warehouse:
                 done = warehouse.completed_run(print_)
             if done is not None:
-                return ShardRun(config.shard, path, done, name, complete=True)
+                return ShardRun(config.shard, path, done, config.name or _shown(done, config.shard), complete=True)
         with Warehouse(path) as warehouse:
-            run_id, _, _ = open_run(warehouse, config.model_copy(update={"name": name}), print_)
+            run_id, _, _ = open_run(warehouse, config, print_)
             warehouse.finish_run(run_id, "pending", "waiting for the process that drives it")
     except WarehouseInUse as exc:
         raise ConfigError(
             f"{config.shard} is still being run ({exc}); wait for it, or stop it, then run this command again"
         ) from None
-    return ShardRun(config.shard, path, run_id, name, complete=False)
+    return ShardRun(config.shard, path, run_id, config.name or _shown(run_id, config.shard), complete=False)
+
+
+def _shown(run_id: str, shard: Shard) -> str:
+    """How an unnamed shard's run is shown (its flow run's name): its id, and which shard it is."""
+    return f"{run_id}.shard-{shard.index}-of-{shard.count}"
 
 
 def _flow_run(shard: ShardRun, config: RunConfig) -> dict[str, Any]:
@@ -179,7 +202,10 @@ def watched(shards: list[ShardRun]) -> str:
     """One line on the shards still running, from each one's process: the stage it is in and how far."""
     parts = []
     for shard in shards:
-        report = live.ask(shard.path, "funnel")
+        try:
+            report = live.ask(shard.path, "funnel")
+        except WarehouseError:  # a live file left by a killed process, its port since taken: no answer
+            report = None
         now = (report or {}).get("in_progress")
         if now:
             parts.append(f"{shard.shard.index}: {now['stage']} {now['done']}/{now['total']}")
@@ -219,9 +245,17 @@ def _ended(shard: ShardRun) -> str:
     )
 
 
-def merge(paths: list[Path], into: str | Path, progress: Progress, *, memory_limit: str | None = None) -> Started:
-    """Absorb every shard of one run into ``into``, then run the whole recipe there from the merged cache."""
-    runs = [_shard_run(Path(path)) for path in paths]
+def merge(
+    paths: list[Path],
+    into: str | Path,
+    progress: Progress,
+    *,
+    memory_limit: str | None = None,
+    run_ids: list[str] | None = None,
+) -> Started:
+    """Absorb every shard of one run into ``into``, then run the whole recipe there from the merged cache. The
+    shards' runs are ``run_ids``, or each file's newest run."""
+    runs = [_shard_run(Path(path), run_id) for path, run_id in zip(paths, run_ids or [None] * len(paths), strict=True)]
     first_path, first = paths[0], runs[0]
     count = first[1].count
     for path, (config, shard) in zip(paths, runs, strict=True):
@@ -247,21 +281,19 @@ def merge(paths: list[Path], into: str | Path, progress: Progress, *, memory_lim
     return execute(whole, into, progress, memory_limit=memory_limit)
 
 
-def _shard_run(path: Path) -> tuple[RunConfig, Shard]:
-    """The complete shard run in ``path``, its config with the name the whole run had."""
+def _shard_run(path: Path, run_id: str | None) -> tuple[RunConfig, Shard]:
+    """The complete shard run in ``path`` (``run_id``, or the newest), its config with the whole run's name."""
     if not path.is_file():
         raise ConfigError(f"no shard warehouse at `{path}`")
-    with Warehouse(path) as warehouse:  # opened for writing: a journal left by a killed process is replayed
-        run = warehouse.run()
+    with Warehouse(path, read_only=True) as warehouse:  # a complete run was flushed by the process that ran it
+        run = warehouse.run(run_id)
     config = RunConfig.model_validate(run.config)
     if config.shard is None:
         raise ConfigError(f"`{path}` holds no shard's run (its newest run, {run.run_id}, is a whole run)")
     if run.status != "completed":
         raise ConfigError(f"{config.shard} in `{path}` is {run.status}, not complete: run it again first")
     suffix = f".shard-{config.shard.index}-of-{config.shard.count}"
-    base = (
-        None if config.name is None or config.name == f"{config.recipe}{suffix}" else config.name.removesuffix(suffix)
-    )
+    base = None if config.name is None else config.name.removesuffix(suffix)
     return config.model_copy(update={"name": base}), config.shard
 
 

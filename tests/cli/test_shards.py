@@ -93,9 +93,9 @@ def test_two_shards_make_the_one_process_release(one_process: dict[str, Any], tw
     assert all(Shard(index=1, count=2).holds(seed) for seed in shard_seeds[0]) and all(shard_seeds)
     # the merged warehouse holds the shards' runs beside the merged one, with their own funnels
     with Warehouse(two_shards["warehouse"], read_only=True) as warehouse:
-        runs = warehouse._sql("SELECT name, status FROM runs ORDER BY name")
-    assert [r["name"] for r in runs if ".shard-" in r["name"]] == ["instructir.shard-1-of-2", "instructir.shard-2-of-2"]
-    assert {r["status"] for r in runs} == {"completed"}
+        runs = warehouse._sql("SELECT config, status FROM runs")
+    shards = sorted((s["index"], s["count"]) for r in runs if (s := json.loads(r["config"])["shard"]))
+    assert shards == [(1, 2), (2, 2)] and len(runs) == 3 and {r["status"] for r in runs} == {"completed"}
 
 
 def test_a_killed_shard_is_continued_alone(seeds: Path, one_process: dict[str, Any], tmp_path: Path) -> None:
@@ -230,10 +230,7 @@ def test_shards_run_on_a_work_pools_workers(seeds: Path, one_process: dict[str, 
         assert fake.stats()["requests"] == one_process["sent"]
         runs = flow_runs("pool-a")
         logs = worker_log(tmp_path, "pool-a", 1) + worker_log(tmp_path, "pool-a", 2)
-    assert sorted(run.name for run in runs) == [
-        "instructir/instructir.shard-1-of-2",
-        "instructir/instructir.shard-2-of-2",
-    ]
+    assert sorted(run.name.rsplit(".", 1)[1] for run in runs) == ["shard-1-of-2", "shard-2-of-2"]
     assert all(run.state is not None and run.state.is_completed() and run.infrastructure_pid for run in runs)
     for run in runs:  # each was taken by one of the pool's workers, which started its process
         assert re.search(rf"Worker 'pool-a-w[12]' submitting flow run '{run.id}'", logs)
@@ -288,3 +285,22 @@ def test_recipes_with_steps_over_every_seed_shard_to_the_same_release(name: str,
             assert out.returncode == 0, out.stderr
             exports[shards] = {k: v for k, v in export_files(tmp_path / shards).items() if not k.endswith("README.md")}
     assert exports["2"] == exports["1"] and exports["1"]
+
+
+def test_a_second_sharded_run_beside_the_first_and_the_first_again(
+    seeds: Path, one_process: dict[str, Any], tmp_path: Path
+) -> None:
+    """Other settings with the same shard files make runs of their own; the first command again merges its own
+    shards' runs, not the newest ones in their files."""
+    warehouse = str(tmp_path / "w.duckdb")
+    with FakeOpenAI(latency=0.01) as fake:
+        args = run_args(seeds, fake.base_url, "--shards", "2")
+        other = [*args[: args.index("--limit")], "--limit", "20", *args[args.index("--limit") + 2 :]]
+        for command in (args, other):
+            done = cli("--warehouse", warehouse, *command)
+            assert done.returncode == 0, done.stderr
+        assert json.loads(done.stdout)["stages"][0]["out"] == 20
+        again = cli("--warehouse", warehouse, *args)
+        assert again.returncode == 0, again.stderr
+        assert "0 to run on local processes, 2 complete" in again.stderr
+    assert exported(tmp_path / "w.duckdb", tmp_path / "out") == one_process["export"]
