@@ -60,7 +60,8 @@ class Endpoint(Config):
         """A pool's base_url is its first member's (a pool is given by its members alone)."""
         if isinstance(data, dict) and data.get("members") and not data.get("base_url"):
             first = data["members"][0]
-            data = {**data, "base_url": first.get("base_url") if isinstance(first, dict) else first.base_url}
+            url = first.get("base_url") if isinstance(first, dict) else getattr(first, "base_url", None)
+            data = {**data, "base_url": url}  # a member that is no mapping fails as a member, below
         return data
 
     @model_validator(mode="after")

@@ -233,10 +233,9 @@ def serve(
     `<recipe>/served` given a warehouse and a run's config (settings, never a key) runs that recipe here."""
     from ifsynth.flows.run.prefect_api import serve as serve_flows
     from ifsynth.flows.run.registry import RECIPES, recipe
-    from ifsynth.flows.run.runner import PREFECT_DEFAULTS
+    from ifsynth.flows.run.runner import quiet_prefect
 
-    for key, value in PREFECT_DEFAULTS.items():
-        os.environ.setdefault(key, value)
+    quiet_prefect()
     chosen = [recipe(name) for name in recipes or sorted(RECIPES)]
     err.print(f"serving {', '.join(f'{r.name}/served' for r in chosen)}; Ctrl-C stops", highlight=False)
     serve_flows([r.flow() for r in chosen], limit)  # Prefect's runner stops cleanly on Ctrl-C, and returns

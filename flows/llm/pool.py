@@ -21,6 +21,7 @@ from collections.abc import Callable
 
 import openai
 
+from ifsynth.flows.llm.retry import rejected
 from ifsynth.flows.llm.route import Route
 from ifsynth.schemas.config import Endpoint
 from ifsynth.schemas.errors import EndpointDown
@@ -107,7 +108,11 @@ class Pool:
         """After a failed attempt: a pool member that cannot serve rests; anything else is its breaker's."""
         if self.pooled:
             at = self.routes.index(route)
-            refused = isinstance(exc, openai.APIConnectionError) and not isinstance(exc, openai.APITimeoutError)
+            refused = (
+                isinstance(exc, openai.APIConnectionError)
+                and not isinstance(exc, openai.APITimeoutError)
+                and rejected(exc) is None  # a reply ifsynth refused came from a server that answers
+            )
             server = isinstance(exc, openai.APIStatusError) and exc.status_code >= 500
             if refused or server:
                 self._strikes[at] += 1

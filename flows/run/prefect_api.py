@@ -95,10 +95,10 @@ def run_on_pool(
     running: ``abandoned(run)`` tells when no process holds the run any more, and the flow run is then marked
     crashed, here or, when the coordinator was gone too, as the run's shard is sent again."""
     from prefect.client.orchestration import get_client
-    from prefect.states import Cancelling
+    from prefect.states import Cancelled, Cancelling
 
     with get_client(sync_client=True) as client:
-        deployment_id = _deploy(client, flow, pool)
+        deployment_id = _deploy(flow, pool)
         started = {_submit(client, deployment_id, flow.name, run): run for run in runs}
         notify(f"{len(started)} flow runs sent to work pool {pool}; waiting for its workers")
         states: dict[str, str] = {}
@@ -106,7 +106,9 @@ def run_on_pool(
             _wait(client, started, states, notify, abandoned)
         except KeyboardInterrupt:
             for flow_run_id, kind in states.items():
-                if kind not in FINAL:
+                if kind in ("SCHEDULED", "PENDING"):  # no process to finish a cancel: it is cancelled now
+                    client.set_flow_run_state(flow_run_id, Cancelled(message="ifsynth was interrupted"), force=True)
+                elif kind not in FINAL:  # its worker stops its process
                     client.set_flow_run_state(flow_run_id, Cancelling(message="ifsynth was interrupted"), force=True)
             raise
 
@@ -126,7 +128,7 @@ def check_work_pool(pool: str) -> None:
             ) from None
 
 
-def _deploy(client: Any, flow: Any, pool: str) -> Any:
+def _deploy(flow: Any, pool: str) -> Any:
     """The flow's deployment on ``pool``, created or updated to run the installed package's flow (a module
     entry point: a worker needs ifsynth installed, not a copy of the code)."""
     from prefect.deployments.runner import EntrypointType

@@ -13,7 +13,7 @@ from typing import Any
 
 from ifsynth.flows.llm.limits import Budget
 from ifsynth.flows.llm.pool import POOL_KEY
-from ifsynth.flows.llm.route import endpoint_summaries, preflight, public_url
+from ifsynth.flows.llm.route import endpoint_summaries, preflight, public_url, url_secrets
 from ifsynth.flows.run.context import NoProgress, Progress, RunContext, Tracker, activate, deactivate, recorded
 from ifsynth.flows.run.prefect_api import prefect_api
 from ifsynth.flows.run.registry import recipe
@@ -52,7 +52,7 @@ def fingerprint(config: RunConfig, prompts: Prompts, templates: list[str]) -> st
     # [base_url, structured_output] per role, the shape earlier versions hashed: their unfinished runs stay resumable;
     # a pool is the pool whatever its members, as its cache keys are (flows/llm/pool.py)
     endpoints = {
-        role: [POOL_KEY if "members" in summary else summary["base_url"], summary["structured_output"]]
+        role: [POOL_KEY if len(summary.get("members", ())) > 1 else summary["base_url"], summary["structured_output"]]
         for role, summary in endpoint_summaries(config).items()
     }
     return sha256(
@@ -102,14 +102,25 @@ def checked(config: RunConfig, progress: Progress) -> tuple[Prompts, list[str]]:
         source.check()  # a faulty seed source fails here, before the warehouse is touched
     for endpoint in {config.endpoint_for("generator"), config.endpoint_for("judge")} - _unused(config):
         preflight(endpoint, progress.note)
+    quiet_prefect()
+    return prompts, templates
+
+
+def quiet_prefect() -> None:
+    """Prefect's defaults for ifsynth's processes (PREFECT_DEFAULTS), unless the user set their own."""
     for key, value in PREFECT_DEFAULTS.items():
         os.environ.setdefault(key, value)
-    return prompts, templates
 
 
 def start(config: RunConfig, warehouse_path: str | Path) -> str:
     """The run this config describes, opened in the warehouse (a new one, or the unfinished one with its
     fingerprint) for a flow run to drive; its id."""
+    endpoints = [config.endpoint, *([config.judge_endpoint] if config.judge_endpoint else [])]
+    if any(url_secrets(url) for e in endpoints for url in [e.base_url, *(m.base_url for m in e.members)]):
+        raise ConfigError("a flow run's config is recorded by Prefect: no credentials in its URLs; use api_key_env")
+    # the recipe's settings in full, as `ifsynth run` gives them: the same run has the same fingerprint
+    params = recipe(config.recipe).params.model_validate(config.params).model_dump(mode="json")
+    config = config.model_copy(update={"params": params})
     prompts, templates = checked(config, NoProgress())
     with Warehouse(warehouse_path, memory_limit=os.environ.get("IFSYNTH_MEMORY_LIMIT")) as warehouse:
         run_id, _, _ = open_run(warehouse, config, fingerprint(config, prompts, templates))

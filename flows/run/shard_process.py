@@ -9,15 +9,14 @@ import os
 import sys
 
 from ifsynth.flows.run.registry import recipe
-from ifsynth.flows.run.runner import PREFECT_DEFAULTS
+from ifsynth.flows.run.runner import quiet_prefect
 from ifsynth.schemas.errors import IfsynthError
 from ifsynth.warehouse.store import Warehouse
 
 
 def main(argv: list[str]) -> int:
     run_id, warehouse = argv
-    for key, value in PREFECT_DEFAULTS.items():
-        os.environ.setdefault(key, value)
+    quiet_prefect()
     try:
         with Warehouse(warehouse, read_only=True) as store:
             run = store.run(run_id)

@@ -40,7 +40,7 @@ def run_stages(warehouse: str, run_id: str = "", config: dict[str, Any] | None =
     if not run_id:
         if config is None:
             raise ConfigError("a flow run takes the id of a run in its warehouse, or the config of a run to start")
-        run_id = start(RunConfig.model_validate(config), warehouse)
+        run_id = start(RunConfig.model_validate(config), warehouse)  # refuses credentials in its URLs
     with stoppable(), attach(run_id, warehouse) as ctx:
         stages = recipe(ctx.recipe).stages(ctx.params, sharded=ctx.config.shard is not None)
         counts = [run_stage.with_options(name=stage.name)(run_id, order) for order, stage in enumerate(stages, 1)]

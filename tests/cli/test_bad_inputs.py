@@ -107,6 +107,10 @@ CASES: dict[str, tuple[Callable[[Path], list[str]], str]] = {
         lambda t: ["--shards", "2", "--work-pool", "nowhere"],
         "`nowhere` does not exist",
     ),
+    "credentials in a sharded run's URL": (
+        lambda t: ["--shards", "2", "--base-url", "http://u:pa55w0rd@127.0.0.1:9/v1"],
+        "never reach a shard's",
+    ),
     "a pool in batch mode": (lambda t: ["--base-url", "http://127.0.0.1:9/v1", "--batch"], "does not go with a pool"),
 }
 

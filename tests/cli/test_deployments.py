@@ -15,6 +15,9 @@ import pytest
 
 from ifsynth.flows.run.config import resolve
 from ifsynth.flows.run.registry import RECIPES
+from ifsynth.flows.run.runner import start
+from ifsynth.schemas.config import RunConfig
+from ifsynth.schemas.errors import ConfigError
 from ifsynth.warehouse.store import Warehouse
 from tests.conftest import REPO
 from tests.fake_openai import FakeOpenAI
@@ -112,3 +115,11 @@ def test_ifsynth_serve_runs_a_config_in_its_process_until_ctrl_c(seeds: Path, tm
     assert server.returncode == 0, stderr[-2000:]
     said = stderr.strip().splitlines()
     assert said[0].startswith("serving instructir/served") and said[-1] == "stopped serving"
+
+
+def test_a_flow_runs_config_with_credentials_is_refused(seeds: Path, tmp_path: Path) -> None:
+    """Prefect records a flow run's parameters: a config whose URL holds a password never starts a run."""
+    config = run_config(seeds, "http://user:pa55w0rdXYZ@127.0.0.1:9/v1")
+    with pytest.raises(ConfigError, match="no credentials in its URLs"):
+        start(RunConfig.model_validate(config), tmp_path / "w.duckdb")
+    assert not (tmp_path / "w.duckdb").exists()

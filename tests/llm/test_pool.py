@@ -15,6 +15,7 @@ import openai
 import pytest
 
 from ifsynth.flows.llm.pool import GIVE_UP, MAX_REST, POOL_KEY, REST, STRIKES, Pool
+from ifsynth.flows.llm.retry import ReplyRejected
 from ifsynth.flows.llm.route import Route
 from ifsynth.schemas.config import Endpoint, Member, RunConfig
 from ifsynth.schemas.errors import EndpointDown
@@ -178,3 +179,21 @@ def test_a_member_stopped_mid_run_hands_its_share_to_the_other(tmp_path: Path) -
             again.write_bytes(pooled.read_bytes())
             assert run(again, c.base_url, b.base_url) == expected
             assert c.stats()["requests"] == 0
+
+
+def test_a_reply_refused_here_is_the_breakers_not_a_rest() -> None:
+    members = pool(1, 1)
+    a, _ = members.routes
+    refusal = openai.APIConnectionError(message="Reply refused: too large", request=httpx2.Request("POST", a.base_url))
+    refusal.__cause__ = ReplyRejected("a reply of 20 MB")
+    for _ in range(9):
+        members.failed(a, refusal)
+    members.routes[1].limit.in_flight = 3
+    assert pick(members) is a  # still in rotation: it answers, only not with completions
+    with pytest.raises(EndpointDown, match="sent replies ifsynth refuses"):
+        members.failed(a, refusal)  # the tenth in a row trips its breaker, as for a single endpoint
+
+
+def test_a_member_that_is_not_a_mapping_is_a_settings_error() -> None:
+    with pytest.raises(ValueError, match="members"):
+        Endpoint.model_validate({"members": ["http://a/v1", "http://b/v1"]})
