@@ -103,7 +103,7 @@ def test_a_killed_shard_is_continued_alone(seeds: Path, one_process: dict[str, A
     that shard alone, from its cache, and the release is the one-process run's."""
     warehouse = tmp_path / "w.duckdb"
     args = ["--warehouse", str(warehouse), *run_args(seeds, "", "--shards", "2")]
-    with FakeOpenAI(latency=0.05) as fake:
+    with FakeOpenAI(latency=0.2) as fake:  # slow enough that shard 2 is still at work when it is killed
         args[args.index("--base-url") + 1] = fake.base_url
         parent = subprocess.Popen([sys.executable, "-m", "ifsynth.flows.cli", *args], cwd=REPO, text=True,
                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=os.environ.copy())  # fmt: skip
@@ -111,6 +111,7 @@ def test_a_killed_shard_is_continued_alone(seeds: Path, one_process: dict[str, A
         while fake.stats()["requests"] < 40:
             assert time.monotonic() < deadline and parent.poll() is None, parent.stderr.read() if parent.stderr else ""
             time.sleep(0.05)
+        wait_running(warehouse.with_name("w.duckdb.shards") / "2-of-2.duckdb", deadline)  # its process took it
         os.kill(shard_process(parent.pid, "2-of-2.duckdb"), signal.SIGKILL)
         _, stderr = parent.communicate(timeout=120)
         assert parent.returncode == RunFailed.exit_code
@@ -144,12 +145,8 @@ def test_ctrl_c_stops_every_shard_cleanly_and_a_shard_can_be_watched(seeds: Path
             assert time.monotonic() < deadline and parent.poll() is None
             time.sleep(0.05)
         shard = warehouse.with_name("w.duckdb.shards") / "1-of-2.duckdb"
-        for path in (shard, shard.with_name("2-of-2.duckdb")):  # until each shard's process answers for it
-            while (funnel := cli("--warehouse", str(path), "funnel", "--json")).returncode == 0:
-                if json.loads(funnel.stdout)["status"] == "running":
-                    break
-                assert json.loads(funnel.stdout)["status"] == "pending" and time.monotonic() < deadline
-            assert funnel.returncode == 0, funnel.stderr
+        for path in (shard, shard.with_name("2-of-2.duckdb")):  # from another shell, answered by its process
+            wait_running(path, deadline)
         # the line the run prints every half minute, from each shard's process
         running = [
             ShardRun(Shard(index=i, count=2), shard.with_name(f"{i}-of-2.duckdb"), "", "", False) for i in (1, 2)
@@ -170,6 +167,15 @@ def test_ctrl_c_stops_every_shard_cleanly_and_a_shard_can_be_watched(seeds: Path
         with Warehouse(warehouse.with_name("w.duckdb.shards") / f"{index}-of-2.duckdb", read_only=True) as store:
             run = store.run()
             assert run.status == "interrupted", run.error
+
+
+def wait_running(shard: Path, deadline: float) -> None:
+    """Until the shard's process has taken its run: its funnel, read from another process, says running."""
+    while (funnel := cli("--warehouse", str(shard), "funnel", "--json")).returncode == 0:
+        if json.loads(funnel.stdout)["status"] == "running":
+            return
+        assert json.loads(funnel.stdout)["status"] == "pending" and time.monotonic() < deadline
+    raise AssertionError(funnel.stderr)
 
 
 def shard_process(parent: int, marker: str) -> int:
