@@ -112,3 +112,12 @@ def stage_times(warehouse: Path, run_id: str) -> list[dict[str, Any]]:
             "FROM llm_calls WHERE run_id = ? GROUP BY stage ORDER BY min(created_at)",
             [run_id],
         )
+
+
+def high_water_kb(pid: int) -> int:
+    """VmHWM, the peak resident set the kernel has seen for the process (0 once it is gone)."""
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return 0
+    return next((int(line.split()[1]) for line in status.splitlines() if line.startswith("VmHWM:")), 0)

@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench.common import REPO, emit, fake_server, run_args, synthetic_beir, warm_up
+from bench.common import REPO, emit, fake_server, high_water_kb, run_args, synthetic_beir, warm_up
 
 
 def peak(base_url: str, root: Path, seeds: int, k: int, concurrency: int, limit: list[str]) -> dict[str, Any]:
@@ -34,7 +34,7 @@ def peak(base_url: str, root: Path, seeds: int, k: int, concurrency: int, limit:
             pid, status, usage = os.wait4(process.pid, os.WNOHANG)  # its peak, and its reaped children's
             if pid:
                 break
-            own = max(own, _high_water_kb(process.pid))
+            own = max(own, high_water_kb(process.pid))
             time.sleep(0.1)
     if os.waitstatus_to_exitcode(status) != 0:
         raise SystemExit(f"ifsynth failed: {err_path.read_text().strip()[-500:]}")
@@ -47,15 +47,6 @@ def peak(base_url: str, root: Path, seeds: int, k: int, concurrency: int, limit:
         "peak_rss_mb": round(usage.ru_maxrss / 1024, 1),
         "ifsynth_process_peak_rss_mb": round(own / 1024, 1),
     }
-
-
-def _high_water_kb(pid: int) -> int:
-    """VmHWM, the peak resident set the kernel has seen for the process (0 once it is gone)."""
-    try:
-        status = Path(f"/proc/{pid}/status").read_text()
-    except OSError:
-        return 0
-    return next((int(line.split()[1]) for line in status.splitlines() if line.startswith("VmHWM:")), 0)
 
 
 def main() -> None:

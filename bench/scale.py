@@ -23,7 +23,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench.common import REPO, emit, fake_requests, fake_server, run_args, synthetic_beir, warm_up
+from bench.common import REPO, emit, fake_requests, fake_server, high_water_kb, run_args, synthetic_beir, warm_up
 from tests.servers import descendants, prefect_server
 
 
@@ -44,10 +44,10 @@ def measure(base_url: str, root: Path, seeds: int, shards: int, concurrency: int
         shard_pids: set[int] = set()
         last_shard_end = None
         while process.poll() is None:
-            peaks[process.pid] = max(peaks.get(process.pid, 0), _high_water_kb(process.pid))
+            peaks[process.pid] = max(peaks.get(process.pid, 0), high_water_kb(process.pid))
             alive = [pid for pid in descendants(process.pid) if "shard_process" in _command(pid)]
             for pid in alive:
-                peaks[pid] = max(peaks.get(pid, 0), _high_water_kb(pid))
+                peaks[pid] = max(peaks.get(pid, 0), high_water_kb(pid))
             if shard_pids and not alive and last_shard_end is None:
                 last_shard_end = time.perf_counter()
             shard_pids |= set(alive)
@@ -64,15 +64,6 @@ def measure(base_url: str, root: Path, seeds: int, shards: int, concurrency: int
         "shard_peak_rss_mb": sorted(round(peaks[pid] / 1024, 1) for pid in shard_pids),
         "merge_s": round(ended - last_shard_end, 1) if last_shard_end and shards > 1 else None,
     }
-
-
-def _high_water_kb(pid: int) -> int:
-    """VmHWM, the peak resident set the kernel has seen for the process (0 once it is gone)."""
-    try:
-        status = Path(f"/proc/{pid}/status").read_text()
-    except OSError:
-        return 0
-    return next((int(line.split()[1]) for line in status.splitlines() if line.startswith("VmHWM:")), 0)
 
 
 def _command(pid: int) -> str:
