@@ -6,6 +6,7 @@ tests look at rows a command wrote, or set up rows no command writes, through th
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import random
 import re
@@ -14,8 +15,9 @@ from pathlib import Path
 from typing import Any
 
 from ifsynth.flows.llm.requests import Ask, Reply
+from ifsynth.flows.run import registry
 from ifsynth.flows.run.context import RunContext
-from ifsynth.flows.run.stage import StageWriter
+from ifsynth.flows.run.stage import Env
 from ifsynth.prompts.registry import Rendered
 from ifsynth.schemas.answers import Answer, RelevanceJudgement
 from ifsynth.schemas.config import Endpoint, RunConfig
@@ -78,9 +80,15 @@ def execute(warehouse: Warehouse, sql: str, params: Sequence[Any] | None = None)
 MakeContext = Callable[..., RunContext]  # the make_context fixture
 
 
-def writer(ctx: RunContext, stage: str) -> StageWriter:
-    """A stage's writer, as the stage machinery makes it (it clears what the stage wrote before)."""
-    return StageWriter(ctx, stage, 1, total=1)
+def env(recipe: str = "instructir", stage: str = "stage", **params: Any) -> Env:
+    """What a stage's halves read in a run of ``recipe`` with those settings: no warehouse, no endpoint, so
+    ``build``, ``handle`` and ``decide`` are tested as the plain functions they are."""
+    return Env(f"{recipe}-run", recipe, stage, registry.recipe(recipe).params.model_validate(params))
+
+
+def at(env: Env, stage: str) -> Env:
+    """The same run's ``Env`` for another stage (the stage its records are stamped with)."""
+    return dataclasses.replace(env, stage=stage)
 
 
 def ok(value: Answer, key: str = "key-1") -> Reply:

@@ -3,10 +3,14 @@
 A stage starts by forgetting what it wrote before for this run, then processes every input again; the LLM
 cache makes that free for inputs already answered, which is what makes a killed run resumable.
 
-A stage is an object: ``Stage.run`` does its work; an ``LLMStage`` splits that work into ``build`` (one input
--> the asks it needs) and ``handle`` (the replies -> an ``Outcome``), each testable without Prefect or the
-network, as distilabel's tasks separate formatting the input from parsing the output. A recipe is an ordered
-list of stages; a stage's ordinal is its place in that list.
+There are two shapes of stage, and both keep their decisions pure, as distilabel's tasks separate formatting
+the input from parsing the output:
+- an ``LLMStage`` turns one input into asks (``build``) and the replies into an ``Outcome`` or further asks
+  (``handle``, called again with every reply so far: a level written, checked, written again);
+- a ``RuleStage`` turns a page of inputs into outcomes (``decide``).
+Both halves read the run through an ``Env`` (its id, settings and templates: no warehouse, no network), so each
+is unit-tested with plain values. Reading inputs is the stage's ``inputs``; writing is the runner's alone, here,
+through a ``StageWriter`` no stage sees. A recipe is an ordered list of stages; a stage's ordinal is its place.
 """
 
 from __future__ import annotations
@@ -21,8 +25,9 @@ from ifsynth.flows.llm import loop
 from ifsynth.flows.llm.gateway import Gateway
 from ifsynth.flows.llm.requests import Ask, Reply
 from ifsynth.flows.run.context import RunContext
+from ifsynth.prompts.registry import Prompts, Rendered
 from ifsynth.schemas.answers import Answer
-from ifsynth.schemas.config import Role
+from ifsynth.schemas.config import RecipeParams, Role
 from ifsynth.schemas.records import Decision, ItemRecord, ItemStatus, Judge, StageCounts, VerdictRecord
 from ifsynth.warehouse.keys import item_id
 
@@ -39,17 +44,35 @@ class Outcome:
     items: list[ItemRecord] = field(default_factory=list)
     verdicts: list[VerdictRecord] = field(default_factory=list)
     n_out: int | None = None
+    rejects: list[str] = field(default_factory=list)  # other items it takes down (a sibling that cannot stand alone)
 
 
-class StageWriter:
-    """Writes a stage's outcomes and keeps the funnel's books: every input is counted exactly once."""
+@dataclass(frozen=True)
+class FollowUp:
+    """More asks an input needs before ``handle`` can decide it (a check of what was just written)."""
 
-    def __init__(self, ctx: RunContext, stage: str, order: int, total: int) -> None:
-        self.ctx, self.stage, self.order = ctx, stage, order
-        self.counts: dict[str, int] = defaultdict(int)
-        self._status: dict[ItemStatus, list[str]] = defaultdict(list)
-        ctx.warehouse.clear_stage(ctx.run_id, stage)
-        ctx.progress.start(stage, total)
+    asks: list[Ask]
+
+
+@dataclass(frozen=True)
+class Env:
+    """What a stage's pure halves read about their run: its id, recipe, settings and templates.
+
+    It holds no warehouse and no connection, so ``build``, ``handle`` and ``decide`` are plain functions of
+    their inputs; it also makes the records they return, stamped with the run and the stage."""
+
+    run_id: str
+    recipe: str
+    stage: str
+    params: RecipeParams
+    prompts: Prompts = field(default_factory=Prompts)
+
+    def template(self, name: str) -> str:
+        """A template's full name: the recipe's own, ``<recipe>/<name>``."""
+        return f"{self.recipe}/{name}"
+
+    def render(self, template: str, **variables: Any) -> Rendered:
+        return self.prompts.render(self.template(template), **variables)
 
     def verdict(
         self,
@@ -63,7 +86,7 @@ class StageWriter:
         call_key: str | None = None,
     ) -> VerdictRecord:
         return VerdictRecord(
-            run_id=self.ctx.run_id,
+            run_id=self.run_id,
             item_id=item_id,
             stage=self.stage,
             judge=judge,
@@ -92,7 +115,7 @@ class StageWriter:
         from ``reply`` (or ``call_keys``)."""
         parent_ids = (parent.item_id, *(other.item_id for other in parents))
         return ItemRecord(
-            run_id=self.ctx.run_id,
+            run_id=self.run_id,
             item_id=item_id(id_as or kind, list(parent_ids), *id_parts),
             stage=self.stage,
             kind=kind,
@@ -104,6 +127,26 @@ class StageWriter:
             ord=parent.ord if ord is None else ord,
         )
 
+    def failed(self, input_id: str, reply: Reply) -> Outcome:
+        """The outcome of an input whose call did not give a usable answer, with the reason on record."""
+        decision: Decision = "parse_error" if reply.status == "parse_error" else "failed"
+        verdict = self.verdict(input_id, decision, judge="llm", reason=reply.error or "", call_key=reply.keys[-1])
+        return Outcome(decision, verdicts=[verdict])
+
+
+class StageWriter:
+    """Writes a stage's outcomes and keeps the funnel's books: every input is counted exactly once.
+
+    Only the runner below makes one: it clears what the stage wrote before, so no stage half may."""
+
+    def __init__(self, ctx: RunContext, stage: str, order: int, total: int) -> None:
+        self.ctx, self.stage, self.order = ctx, stage, order
+        self.env = stage_env(ctx, stage)
+        self.counts: dict[str, int] = defaultdict(int)
+        self._status: dict[ItemStatus, list[str]] = defaultdict(list)
+        ctx.warehouse.clear_stage(ctx.run_id, self.stage)
+        ctx.progress.start(self.stage, total)
+
     def add(self, input_id: str | None, outcome: Outcome) -> None:
         """Record one input's outcome; a judged input that did not pass takes the matching status.
 
@@ -113,9 +156,11 @@ class StageWriter:
         if self.order == 1 and self.ctx.config.shard is not None:
             outcome = self._in_shard(outcome)
         human = self.ctx.humans.get((input_id or "", self.stage))
-        if human is not None and outcome.decision in ("pass", "reject") and human != outcome.decision:
+        if human in ("pass", "reject") and outcome.decision in ("pass", "reject") and human != outcome.decision:
             self.ctx.overruled.add((input_id or "", self.stage))
-            outcome = Outcome(human, [] if human == "reject" else outcome.items, outcome.verdicts)  # type: ignore[arg-type]
+            outcome = Outcome("reject" if human == "reject" else "pass", outcome.items, outcome.verdicts)
+            if human == "reject":
+                outcome.items = []
         self.counts["n_in"] += 1
         self.counts["n_out"] += outcome.n_out if outcome.n_out is not None else len(outcome.items)
         if outcome.decision == "set_aside":
@@ -124,6 +169,7 @@ class StageWriter:
             self.counts[outcome.decision if outcome.decision != "reject" else "rejected"] += 1
             if input_id is not None:
                 self._status[_STATUS[outcome.decision]].append(input_id)
+        self._status["rejected"].extend(outcome.rejects)
         self.ctx.warehouse.add_items(outcome.items)
         self.ctx.warehouse.add_verdicts(outcome.verdicts)
 
@@ -136,11 +182,14 @@ class StageWriter:
             return outcome
         return Outcome("set_aside")
 
-    def failed(self, input_id: str, reply: Reply) -> Outcome:
-        """The outcome of an input whose call did not give a usable answer, with the reason on record."""
-        decision: Decision = "parse_error" if reply.status == "parse_error" else "failed"
-        verdict = self.verdict(input_id, decision, judge="llm", reason=reply.error or "", call_key=reply.keys[-1])
-        return Outcome(decision, verdicts=[verdict])
+    # for the `Call` stages until each is a RuleStage
+    def verdict(self, item_id: str, decision: Decision, **fields: Any) -> VerdictRecord:
+        return self.env.verdict(item_id, decision, **fields)
+
+    def child(
+        self, parent: ItemRecord, kind: str, payload: Mapping[str, Any], *id_parts: object, **fields: Any
+    ) -> ItemRecord:
+        return self.env.child(parent, kind, payload, *id_parts, **fields)
 
     def mark(self, item_ids: Sequence[str], status: ItemStatus) -> None:
         self._status[status].extend(item_ids)
@@ -154,14 +203,25 @@ class StageWriter:
         return counts
 
 
+def stage_env(ctx: RunContext, stage: str) -> Env:
+    """The ``Env`` of one stage of this run."""
+    return Env(ctx.run_id, ctx.recipe, stage, ctx.params, ctx.prompts)
+
+
 class Stage(ABC):
     """One step of a recipe, run once per run (again when a run is continued).
 
-    A stage that needs every seed's items at once (a release's noise and distractors, a retrieval panel over
-    all documents) is ``whole``: a shard's run stops before the first such stage, which runs after the merge."""
+    ``templates`` names the templates it renders, so the run's fingerprint, its pre-run check and the prompt
+    tests derive from the stages. A stage that needs every seed's items at once (a release's noise and
+    distractors, a retrieval panel over all documents) is ``whole``: a shard's run stops before the first such
+    stage, which runs after the merge."""
 
     name: str
     whole: bool = False
+
+    @property
+    def templates(self) -> tuple[str, ...]:
+        return ()
 
     @abstractmethod
     def run(self, ctx: RunContext, order: int) -> StageCounts:
@@ -170,8 +230,8 @@ class Stage(ABC):
 
 @dataclass(frozen=True)
 class Call(Stage):
-    """A stage whose work is one plain function, ``function(ctx, order, stage=name, **options)``: selection,
-    rules, grouping and assembly, which ask no LLM."""
+    """A stage whose work is one plain function, ``function(ctx, order, stage=name, **options)`` (being
+    replaced by ``RuleStage``)."""
 
     name: str
     function: Callable[..., StageCounts]
@@ -182,10 +242,51 @@ class Call(Stage):
         return self.function(ctx, order, stage=self.name, **self.options)
 
 
+Decided = tuple[str | None, Outcome]  # an input's id (None: nothing to mark) and its outcome
+
+
+@dataclass(frozen=True, kw_only=True)
+class RuleStage(Stage, Generic[T]):
+    """A stage that asks no LLM: selection, rules, grouping, assembly.
+
+    ``inputs`` reads pages of inputs (by default the ``ok`` items of ``source``); ``decide`` turns one page into
+    each input's outcome, purely; ``finish`` is where a stage that makes more than items and verdicts (a
+    release) writes it, after the last page."""
+
+    name: str
+    source: str = ""
+    whole: bool = False
+
+    def inputs(self, ctx: RunContext) -> Iterable[list[T]]:
+        return ctx.warehouse.items(ctx.run_id, self.source)  # type: ignore[return-value]
+
+    def total(self, ctx: RunContext) -> int:
+        """How many inputs the progress bar expects."""
+        return ctx.warehouse.count_items(ctx.run_id, self.source)
+
+    @abstractmethod
+    def decide(self, env: Env, page: list[T]) -> Iterable[Decided]:
+        """Each input's outcome."""
+
+    def finish(self, ctx: RunContext, env: Env) -> None:
+        """Write what the stage makes besides its outcomes; nothing by default."""
+
+    def run(self, ctx: RunContext, order: int) -> StageCounts:
+        env = stage_env(ctx, self.name)
+        writer = StageWriter(ctx, self.name, order, self.total(ctx))
+        for page in self.inputs(ctx):
+            for input_id, outcome in self.decide(env, page):
+                writer.add(input_id, outcome)
+                ctx.progress.advance(self.name)
+        self.finish(ctx, env)
+        return writer.close()
+
+
 @dataclass(frozen=True, kw_only=True)
 class LLMStage(Stage, Generic[T]):
     """A stage that asks the LLM: ``build`` turns an input into asks, ``handle`` turns their replies into an
-    outcome. Inputs are the ``ok`` items of ``source`` unless ``inputs`` brings them in another shape."""
+    outcome, or into more asks it needs first. Inputs are the ``ok`` items of ``source`` unless ``inputs``
+    brings them in another shape."""
 
     name: str
     source: str
@@ -193,13 +294,18 @@ class LLMStage(Stage, Generic[T]):
     role: Role = "generator"  # a judge samples at the run's judge temperature
     keep: Callable[[ItemRecord], bool] | None = None  # serve only the source items it accepts
 
+    @property
+    def templates(self) -> tuple[str, ...]:
+        return (self.name,)
+
     @abstractmethod
-    def build(self, ctx: RunContext, entry: T) -> list[Ask]:
+    def build(self, env: Env, entry: T) -> list[Ask]:
         """The asks one input needs, rendered now: a template error stops the stage before any call."""
 
     @abstractmethod
-    def handle(self, writer: StageWriter, entry: T, replies: list[Reply]) -> Outcome:
-        """What the replies to one input's asks (in the order asked) make of it."""
+    def handle(self, env: Env, entry: T, replies: list[Reply]) -> Outcome | FollowUp:
+        """What the replies to one input's asks so far (in the order asked) make of it, or the asks it needs
+        next; called again with every reply so far once those are answered."""
 
     def inputs(self, ctx: RunContext) -> Iterable[list[T]] | None:
         """Pages of inputs; ``None`` means every ``ok`` item of ``source``."""
@@ -210,15 +316,11 @@ class LLMStage(Stage, Generic[T]):
     def input_id(self, entry: T) -> str | None:
         return entry.item_id  # type: ignore[attr-defined]
 
-    def template(self, ctx: RunContext) -> str:
-        return ctx.template(self.name)
-
-    def ask(self, ctx: RunContext, schema: type[Answer], /, template: str | None = None, **variables: Any) -> Ask:
-        """This stage's template (or the recipe's ``template``, for a stage that asks two things) rendered with
+    def ask(self, env: Env, schema: type[Answer], /, template: str | None = None, **variables: Any) -> Ask:
+        """This stage's template (or another of the recipe's, for a stage that asks two things) rendered with
         ``variables``, asked of its role at that role's temperature."""
-        temperature = ctx.params.judge_temperature if self.role == "judge" else ctx.params.temperature
-        name = ctx.template(template) if template else self.template(ctx)
-        return Ask(ctx.prompts.render(name, **variables), schema, self.role, temperature, self.max_tokens)
+        temperature = env.params.judge_temperature if self.role == "judge" else env.params.temperature
+        return Ask(env.render(template or self.name, **variables), schema, self.role, temperature, self.max_tokens)
 
     def prepared(self, ctx: RunContext) -> Self:
         """This stage with what it computes once per run before its first input (a sample of the seeds)."""
@@ -227,29 +329,49 @@ class LLMStage(Stage, Generic[T]):
     def run(self, ctx: RunContext, order: int) -> StageCounts:
         """Ask the gateway for every input, page by page, and write what ``handle`` makes of the replies."""
         stage = self.prepared(ctx)
+        env = stage_env(ctx, stage.name)
         pages = stage.inputs(ctx)
         total = sum(map(len, pages)) if isinstance(pages, list) else ctx.warehouse.count_items(ctx.run_id, stage.source)
         writer = StageWriter(ctx, stage.name, order, total)
-        if pages is None:
-            pages = ctx.warehouse.items(ctx.run_id, stage.source)  # type: ignore[assignment]
         tally = {"cached": 0, "sent": 0}
 
         async def answer_all() -> None:
             async with run_gateway(ctx) as gw:
-                for page in pages:  # type: ignore[union-attr]
-                    asks = [stage.build(ctx, entry) for entry in page]  # all rendered first: template errors stop here
-                    flat = [ask for entry_asks in asks for ask in entry_asks]
-                    replies = await gw.ask_many(stage.name, flat, on_done=lambda: ctx.progress.advance(stage.name))
-                    start = 0
-                    for entry, entry_asks in zip(page, asks, strict=True):
-                        mine = replies[start : start + len(entry_asks)]
-                        start += len(entry_asks)
-                        tally["cached"] += sum(reply.cached for reply in mine)
-                        tally["sent"] += sum(reply.sent for reply in mine)
-                        writer.add(stage.input_id(entry), stage.handle(writer, entry, mine))
+                for page in pages if pages is not None else ctx.warehouse.items(ctx.run_id, stage.source):
+                    await stage._answer(env, gw, page, writer, tally, lambda: ctx.progress.advance(stage.name))
 
         loop.run(answer_all())
         return writer.close(**tally)
+
+    async def _answer(
+        self,
+        env: Env,
+        gw: Gateway,
+        page: Sequence[Any],
+        writer: StageWriter,
+        tally: dict[str, int],
+        advance: Callable[[], None],
+    ) -> None:
+        """One page, in rounds: every input's pending asks go out together; what ``handle`` then decides is
+        written, and what it asks next goes out in the next round."""
+        asks = [self.build(env, entry) for entry in page]  # all rendered first: template errors stop here
+        pending: list[tuple[Any, list[Ask], list[Reply]]] = [(e, a, []) for e, a in zip(page, asks, strict=True)]
+        first = True
+        while pending:
+            flat = [ask for _, entry_asks, _ in pending for ask in entry_asks]
+            replies = await gw.ask_many(self.name, flat, on_done=advance if first else None)
+            first, start, later = False, 0, []
+            for entry, entry_asks, before in pending:
+                mine = replies[start : start + len(entry_asks)]
+                start += len(entry_asks)
+                tally["cached"] += sum(reply.cached for reply in mine)
+                tally["sent"] += sum(reply.sent for reply in mine)
+                result = self.handle(env, entry, [*before, *mine])
+                if isinstance(result, FollowUp):
+                    later.append((entry, result.asks, [*before, *mine]))
+                else:
+                    writer.add(self.input_id(entry), result)
+            pending = later
 
 
 def run_gateway(ctx: RunContext) -> Gateway:

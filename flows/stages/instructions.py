@@ -12,8 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ifsynth.flows.llm.requests import Ask, Reply
-from ifsynth.flows.run.context import RunContext
-from ifsynth.flows.run.stage import LLMStage, Outcome, StageWriter
+from ifsynth.flows.run.stage import Env, LLMStage, Outcome
 from ifsynth.flows.stages.text_rules import first_line, newline_verdicts
 from ifsynth.schemas.answers import Answer, instruction_list
 from ifsynth.schemas.records import ItemRecord, VerdictRecord
@@ -43,20 +42,20 @@ class GenerateInstructions(LLMStage[ItemRecord]):
             return self.variables(seed)
         return {"query": seed.payload["query"], "k": self.k}
 
-    def build(self, ctx: RunContext, seed: ItemRecord) -> list[Ask]:
-        return [self.ask(ctx, self.answer, **self.template_variables(seed))]
+    def build(self, env: Env, seed: ItemRecord) -> list[Ask]:
+        return [self.ask(env, self.answer, **self.template_variables(seed))]
 
-    def handle(self, writer: StageWriter, seed: ItemRecord, replies: list[Reply]) -> Outcome:
+    def handle(self, env: Env, seed: ItemRecord, replies: list[Reply]) -> Outcome:
         (reply,) = replies
         if reply.status != "ok" or reply.value is None:
-            return writer.failed(seed.item_id, reply)
+            return env.failed(seed.item_id, reply)
         items: list[ItemRecord] = []
         verdicts: list[VerdictRecord] = []
         for number, entry in enumerate(reply.value.entries(), 1):  # type: ignore[attr-defined]
             generated = entry["instruction"]
             text = first_line(generated) if self.cut_at_newline else generated
             payload = {**seed.payload, **entry, "instruction": text, "k": number}
-            item = writer.child(seed, "instruction", payload, number, text, reply=reply, ord=seed.ord + number)
-            verdicts += newline_verdicts(writer, item.item_id, "instruction", generated, text)
+            item = env.child(seed, "instruction", payload, number, text, reply=reply, ord=seed.ord + number)
+            verdicts += newline_verdicts(env, item.item_id, "instruction", generated, text)
             items.append(item)
         return Outcome("pass", items=items, verdicts=verdicts)

@@ -13,7 +13,7 @@ from typing import Any, TypeVar
 
 from ifsynth.flows.llm.requests import Ask, Reply
 from ifsynth.flows.run.context import RunContext
-from ifsynth.flows.run.stage import LLMStage, Outcome, StageWriter
+from ifsynth.flows.run.stage import Env, LLMStage, Outcome
 from ifsynth.schemas.answers import CandidatePick, RelevanceJudgement, candidate_pick
 from ifsynth.schemas.config import Role
 from ifsynth.schemas.records import ItemRecord
@@ -43,15 +43,15 @@ class JudgeRelevance(LLMStage[ItemRecord]):
     schema: type[RelevanceJudgement] = RelevanceJudgement
     variables: Callable[[ItemRecord], dict[str, Any]] = query_and_passage
 
-    def build(self, ctx: RunContext, item: ItemRecord) -> list[Ask]:
-        return [self.ask(ctx, self.schema, **self.variables(item))]
+    def build(self, env: Env, item: ItemRecord) -> list[Ask]:
+        return [self.ask(env, self.schema, **self.variables(item))]
 
-    def handle(self, writer: StageWriter, item: ItemRecord, replies: list[Reply]) -> Outcome:
+    def handle(self, env: Env, item: ItemRecord, replies: list[Reply]) -> Outcome:
         (reply,) = replies
         if reply.status != "ok" or not isinstance(reply.value, self.schema):
-            return writer.failed(item.item_id, reply)
+            return env.failed(item.item_id, reply)
         decision = "pass" if self.min_score <= reply.value.score <= self.max_score else "reject"
-        verdict = writer.verdict(
+        verdict = env.verdict(
             item.item_id,
             decision,
             judge="llm",
@@ -104,15 +104,15 @@ class JudgePick(LLMStage[Siblings]):
         item, siblings = entry
         return shuffled(sorted(siblings, key=lambda sibling: sibling.item_id), f"{seed}:{item.item_id}")
 
-    def build(self, ctx: RunContext, entry: Siblings) -> list[Ask]:
+    def build(self, env: Env, entry: Siblings) -> list[Ask]:
         item, _ = entry
-        listed = self.candidates(entry, ctx.params.seed)
+        listed = self.candidates(entry, env.params.seed)
         names = labels(len(listed))
         candidates = [{"label": label, "text": c.payload["passage"]} for label, c in zip(names, listed, strict=True)]
         payload = item.payload
         return [
             self.ask(
-                ctx,
+                env,
                 candidate_pick(names),
                 query=payload["query"],
                 instruction=payload["instruction"],
@@ -120,15 +120,15 @@ class JudgePick(LLMStage[Siblings]):
             )
         ]
 
-    def handle(self, writer: StageWriter, entry: Siblings, replies: list[Reply]) -> Outcome:
+    def handle(self, env: Env, entry: Siblings, replies: list[Reply]) -> Outcome:
         item, _ = entry
         (reply,) = replies
         if reply.status != "ok" or not isinstance(reply.value, CandidatePick):
-            return writer.failed(item.item_id, reply)
-        listed = self.candidates(entry, writer.ctx.params.seed)
+            return env.failed(item.item_id, reply)
+        listed = self.candidates(entry, env.params.seed)
         gold = str(listed.index(item) + 1)
         picked = listed[int(reply.value.best) - 1]
         decision = "pass" if reply.value.best == gold else "reject"
         reason = pick_reason(reply.value.best, picked.item_id, gold, reply.value.explanation)
-        verdict = writer.verdict(item.item_id, decision, judge="llm", reason=reason, call_key=reply.keys[-1])
+        verdict = env.verdict(item.item_id, decision, judge="llm", reason=reason, call_key=reply.keys[-1])
         return Outcome(decision, verdicts=[verdict], n_out=int(decision == "pass"))

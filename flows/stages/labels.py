@@ -21,7 +21,7 @@ from typing import Any
 from ifsynth.flows.evaluation.windows import windows
 from ifsynth.flows.llm.requests import Ask, Reply
 from ifsynth.flows.run.context import RunContext
-from ifsynth.flows.run.stage import LLMStage, Outcome, StageWriter
+from ifsynth.flows.run.stage import Env, LLMStage, Outcome
 from ifsynth.schemas.answers import RelevanceLabel
 from ifsynth.schemas.config import Role
 from ifsynth.schemas.records import ItemRecord, ItemStatus
@@ -40,8 +40,9 @@ class LabelDocuments(LLMStage[Judged]):
     describe: Callable[[ItemRecord, ItemRecord], dict[str, Any]] | None = None  # what a label item records
     intended: bool = False  # judge_documents: a label must equal the document's ``label``
 
-    def template(self, ctx: RunContext) -> str:
-        return ctx.template(self.rubric)
+    @property
+    def templates(self) -> tuple[str, ...]:
+        return (self.rubric,)
 
     def inputs(self, ctx: RunContext) -> list[list[Judged]]:
         return self.pairs(ctx, self.source)
@@ -49,12 +50,13 @@ class LabelDocuments(LLMStage[Judged]):
     def input_id(self, entry: Judged) -> str:
         return entry[1].item_id if self.intended else entry[0].item_id
 
-    def build(self, ctx: RunContext, entry: Judged) -> list[Ask]:
+    def build(self, env: Env, entry: Judged) -> list[Ask]:
         about, document = entry
         return [
             self.ask(
-                ctx,
+                env,
                 RelevanceLabel,
+                self.rubric,
                 query=about.payload["query"],
                 instruction=about.payload["instruction"],
                 document=window,
@@ -62,17 +64,17 @@ class LabelDocuments(LLMStage[Judged]):
             for window in windows(document.payload["passage"], self.window_words, self.window_stride)
         ]
 
-    def handle(self, writer: StageWriter, entry: Judged, replies: list[Reply]) -> Outcome:
+    def handle(self, env: Env, entry: Judged, replies: list[Reply]) -> Outcome:
         about, document = entry
         keys = [key for reply in replies for key in reply.keys]
         failed = next((r for r in replies if r.status != "ok" or not isinstance(r.value, RelevanceLabel)), None)
         if failed is not None and self.intended:
-            return writer.failed(document.item_id, failed)
+            return env.failed(document.item_id, failed)
         if failed is not None:
             # the label this document lacks, with the verdict that says why: one per (instruction, document), so
             # two failed documents of one instruction do not share a verdict; the instruction is marked by its input
-            label = self.label(writer, about, document, {"relevant": None}, keys, "parse_error")
-            outcome = writer.failed(label.item_id, failed)
+            label = self.label(env, about, document, {"relevant": None}, keys, "parse_error")
+            outcome = env.failed(label.item_id, failed)
             return Outcome(outcome.decision, items=[label], verdicts=outcome.verdicts, n_out=0)
         labels = [reply.value for reply in replies]
         best = next((n for n, label in enumerate(labels) if label.relevant), 0)  # type: ignore[union-attr]
@@ -81,7 +83,7 @@ class LabelDocuments(LLMStage[Judged]):
         reason = f"{'relevant' if relevant else 'not relevant'}{where}: {labels[best].explanation}"  # type: ignore[union-attr]
         if self.intended:
             agrees = relevant == bool(document.payload["label"])
-            verdict = writer.verdict(
+            verdict = env.verdict(
                 document.item_id,
                 "pass" if agrees else "reject",
                 judge="llm",
@@ -91,9 +93,9 @@ class LabelDocuments(LLMStage[Judged]):
             )
             return Outcome("pass" if agrees else "reject", verdicts=[verdict], n_out=int(agrees))
         label = self.label(
-            writer, about, document, {"relevant": relevant, "window": best + 1, "windows": len(labels)}, keys
+            env, about, document, {"relevant": relevant, "window": best + 1, "windows": len(labels)}, keys
         )
-        verdict = writer.verdict(
+        verdict = env.verdict(
             label.item_id,
             "pass" if relevant else "reject",
             judge="llm",
@@ -105,7 +107,7 @@ class LabelDocuments(LLMStage[Judged]):
 
     def label(
         self,
-        writer: StageWriter,
+        env: Env,
         about: ItemRecord,
         document: ItemRecord,
         found: dict[str, Any],
@@ -114,7 +116,7 @@ class LabelDocuments(LLMStage[Judged]):
     ) -> ItemRecord:
         """The ``label`` item of a document under an instruction: what ``describe`` records, and what was found."""
         payload = {"doc_id": document.payload["doc_id"], **(self.describe(about, document) if self.describe else {})}
-        return writer.child(
+        return env.child(
             about,
             "label",
             payload | found,

@@ -13,8 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ifsynth.flows.llm.requests import Ask, Reply
-from ifsynth.flows.run.context import RunContext
-from ifsynth.flows.run.stage import LLMStage, Outcome, StageWriter
+from ifsynth.flows.run.stage import Env, LLMStage, Outcome
 from ifsynth.schemas.answers import Rewrite
 from ifsynth.schemas.records import ItemRecord
 
@@ -35,16 +34,16 @@ class RewritePassages(LLMStage[ItemRecord]):
     source: str = "instructions"
     targets: Targets = instruction_target
 
-    def build(self, ctx: RunContext, item: ItemRecord) -> list[Ask]:
-        return [self.ask(ctx, Rewrite, **target) for target in self.targets(item)]
+    def build(self, env: Env, item: ItemRecord) -> list[Ask]:
+        return [self.ask(env, Rewrite, **target) for target in self.targets(item)]
 
-    def handle(self, writer: StageWriter, item: ItemRecord, replies: list[Reply]) -> Outcome:
+    def handle(self, env: Env, item: ItemRecord, replies: list[Reply]) -> Outcome:
         wanted = self.targets(item)
         many = len(wanted) > 1
         items, failures = [], []
         for number, (target, reply) in enumerate(zip(wanted, replies, strict=True)):
             if reply.status != "ok" or not isinstance(reply.value, Rewrite):
-                failures.append(writer.failed(item.item_id, reply))
+                failures.append(env.failed(item.item_id, reply))
                 continue
             text = reply.value.revised_passage
             payload = {
@@ -55,7 +54,7 @@ class RewritePassages(LLMStage[ItemRecord]):
                 "plan": reply.value.plan,
             }
             id_parts = [number, text] if many else [text]
-            items.append(writer.child(item, "rewrite", payload, *id_parts, reply=reply, ord=item.ord + number))
+            items.append(env.child(item, "rewrite", payload, *id_parts, reply=reply, ord=item.ord + number))
         if failures and not items:
             return failures[0]
         return Outcome("pass", items=items, verdicts=[v for failure in failures for v in failure.verdicts])

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from ifsynth.flows.run.stage import StageWriter
+from ifsynth.flows.run.stage import Env
 from ifsynth.schemas.records import VerdictRecord
 
 NEWLINE = "rule:newline"
@@ -17,13 +17,13 @@ def first_line(text: str) -> str:
     return text.strip().split("\n", 1)[0].strip()
 
 
-def newline_verdicts(writer: StageWriter, item_id: str, field: str, before: str, after: str) -> list[VerdictRecord]:
+def newline_verdicts(env: Env, item_id: str, field: str, before: str, after: str) -> list[VerdictRecord]:
     """The newline rule's verdict when it changed a text, with the text before and after."""
     if before == after:
         return []
     quoted = [json.dumps(text, ensure_ascii=False) for text in (before, after)]
     reason = f"{field} cut at its first newline: {quoted[0]} -> {quoted[1]}"
-    return [writer.verdict(item_id, "pass", judge=NEWLINE, reason=reason)]
+    return [env.verdict(item_id, "pass", judge=NEWLINE, reason=reason)]
 
 
 def same_language(named: str, expected: str) -> bool:

@@ -8,7 +8,7 @@ from ifsynth.flows.recipes.infir.tuples import tuple_outcome
 from ifsynth.flows.stages.judge import labels
 from ifsynth.schemas.answers import CodeInstructionPoisoning, InstructionPoisoning, QueryPoisoning, candidate_pick
 from ifsynth.warehouse.keys import item_id
-from tests.helpers import MakeContext, item, ok, unusable, writer
+from tests.helpers import at, env, item, ok, unusable
 
 POSITIVE = item(
     "instructions", "instruction", query="sort a list in python", instruction="I write Python scripts.",
@@ -17,10 +17,8 @@ POSITIVE = item(
 ASPECTS = ["sorting", "lists"]
 
 
-def poisoned(
-    make_context: MakeContext, instruction: str, query: str, *, language: str | None = None
-) -> tuple[str, list, list]:
-    ctx = make_context("infir", flavour="general" if language is None else "code")
+def poisoned(instruction: str, query: str, *, language: str | None = None) -> tuple[str, list, list]:
+    ctx = env("infir", flavour="general" if language is None else "code")
     answers = [
         InstructionPoisoning(negative_instruction=instruction)
         if language is None
@@ -28,12 +26,12 @@ def poisoned(
         QueryPoisoning(aspects=ASPECTS, negative_query=query),
     ]
     replies = [ok(answer, key=f"key-{n}") for n, answer in enumerate(answers)]
-    outcome = Poison(max_tokens=256, language=language is not None).handle(writer(ctx, "poison"), POSITIVE, replies)
+    outcome = Poison(max_tokens=256, language=language is not None).handle(at(ctx, "poison"), POSITIVE, replies)
     return outcome.decision, outcome.items, outcome.verdicts
 
 
-def test_build_asks_for_i_minus_and_q_minus_in_two_calls_with_the_flavour(make_context: MakeContext) -> None:
-    ctx = make_context("infir", flavour="code")
+def test_build_asks_for_i_minus_and_q_minus_in_two_calls_with_the_flavour() -> None:
+    ctx = env("infir", flavour="code")
     for_instruction, for_query = Poison(max_tokens=256, language=True, variables={"flavour": "code"}).build(
         ctx, POSITIVE
     )
@@ -45,8 +43,8 @@ def test_build_asks_for_i_minus_and_q_minus_in_two_calls_with_the_flavour(make_c
     assert for_query.prompt.template == "infir/poison_query"
 
 
-def test_a_poisoned_pair_becomes_two_items_each_traced_to_the_positive(make_context: MakeContext) -> None:
-    decision, (instruction, query), verdicts = poisoned(make_context, "I write Rust.\nreally", "reverse a list")
+def test_a_poisoned_pair_becomes_two_items_each_traced_to_the_positive() -> None:
+    decision, (instruction, query), verdicts = poisoned("I write Rust.\nreally", "reverse a list")
     assert decision == "pass"
     assert instruction.item_id == item_id("poisoned_instruction", [POSITIVE.item_id], "I write Rust.")
     assert instruction.payload["role"] == NEGATIVE_INSTRUCTION and instruction.payload["instruction"] == "I write Rust."
@@ -60,30 +58,30 @@ def test_a_poisoned_pair_becomes_two_items_each_traced_to_the_positive(make_cont
     assert [v.judge for v in verdicts] == ["rule:newline"], "the cut at the newline is on record"
 
 
-def test_a_failed_call_fails_the_pair(make_context: MakeContext) -> None:
-    ctx = make_context("infir")
+def test_a_failed_call_fails_the_pair() -> None:
+    ctx = env("infir")
     replies = [ok(InstructionPoisoning(negative_instruction="I write Rust.")), unusable()]
-    outcome = Poison(max_tokens=256).handle(writer(ctx, "poison"), POSITIVE, replies)
+    outcome = Poison(max_tokens=256).handle(at(ctx, "poison"), POSITIVE, replies)
     assert outcome.decision == "parse_error" and not outcome.items
     assert [v.call_key for v in outcome.verdicts] == ["key-bad"]
 
 
-def test_a_negative_that_repeats_its_original_takes_its_sibling_with_it(make_context: MakeContext) -> None:
-    decision, items, verdicts = poisoned(make_context, "I write Rust.", "Sort a list in  Python")
+def test_a_negative_that_repeats_its_original_takes_its_sibling_with_it() -> None:
+    decision, items, verdicts = poisoned("I write Rust.", "Sort a list in  Python")
     assert decision == "reject" and all(i.status == "rejected" for i in items)
     reasons = {v.item_id: v.reason for v in verdicts if v.judge == "rule:unchanged"}
     assert reasons == {items[1].item_id: "Q- repeats Q+", items[0].item_id: "sibling: Q- repeats Q+"}
 
 
-def test_a_code_negative_naming_another_language_is_rejected(make_context: MakeContext) -> None:
-    decision, items, verdicts = poisoned(make_context, "I write Rust.", "x", language="Rust")
+def test_a_code_negative_naming_another_language_is_rejected() -> None:
+    decision, items, verdicts = poisoned("I write Rust.", "x", language="Rust")
     (rule,) = {v.judge for v in verdicts}
     assert [v.reason for v in verdicts][1].startswith("sibling: ") and items[0].status == "rejected"
     assert decision == "reject" and rule == "rule:language" and "'Rust'" in verdicts[0].reason
 
 
-def negatives(make_context: MakeContext) -> tuple[object, object, object]:
-    ctx = make_context("infir")
+def negatives() -> tuple[object, object, object]:
+    ctx = env("infir")
     shared = {"query_id": "q1", "doc_id": "d1", "query_positive": "qp", "instruction_positive": "ip",
               "instruction_item": "instr-1", "original_passage": "P+"}  # fmt: skip
     first = item("rewrite", "rewrite", role=NEGATIVE_INSTRUCTION, instruction="i-", query="qp", passage="P1-", **shared)
@@ -93,21 +91,22 @@ def negatives(make_context: MakeContext) -> tuple[object, object, object]:
     return ctx, first, second
 
 
-def test_a_tuple_joins_both_negatives_and_names_every_item_it_holds(make_context: MakeContext) -> None:
-    ctx, first, second = negatives(make_context)
-    outcome = tuple_outcome(writer(ctx, "tuples"), "q1", {NEGATIVE_INSTRUCTION: first, NEGATIVE_QUERY: second})
+def test_a_tuple_joins_both_negatives_and_names_every_item_it_holds() -> None:
+    ctx, first, second = negatives()
+    outcome = tuple_outcome(at(ctx, "tuples"), "q1", {NEGATIVE_INSTRUCTION: first, NEGATIVE_QUERY: second})
     (made,) = outcome.items
     assert made.item_id == item_id("tuple", ["p1", "p2"]) and made.parent_ids == ("p1", "p2") and made.ord == 0
     assert (made.payload["document_positive"], made.payload["hard_negative_document_1"]) == ("P+", "P1-")
     assert made.payload["query_negative"] == "q-" and made.payload["items"]["query_negative"] == "poisoned-q"
 
 
-def test_a_seed_short_of_a_negative_forms_no_tuple_and_says_which(make_context: MakeContext) -> None:
-    ctx, first, _ = negatives(make_context)
-    outcome = tuple_outcome(writer(ctx, "tuples"), "q1", {NEGATIVE_INSTRUCTION: first})
+def test_a_seed_short_of_a_negative_forms_no_tuple_and_says_which() -> None:
+    ctx, first, _ = negatives()
+    outcome = tuple_outcome(at(ctx, "tuples"), "q1", {NEGATIVE_INSTRUCTION: first})
     (verdict,) = outcome.verdicts
     assert outcome.decision == "reject" and verdict.judge == "rule:incomplete"
     assert verdict.reason == "seed q1 has no usable negative passage for negative_query"
+    assert outcome.rejects == [first.item_id]  # the negative that came through cannot stand alone
 
 
 TUPLE = item(
@@ -116,8 +115,8 @@ TUPLE = item(
 )  # fmt: skip
 
 
-def test_the_tuple_judge_asks_three_judgments_over_shuffled_candidates(make_context: MakeContext) -> None:
-    ctx = make_context("infir")
+def test_the_tuple_judge_asks_three_judgments_over_shuffled_candidates() -> None:
+    ctx = env("infir")
     pool = (("d1", "P+ again"), ("n1", "noise one"), ("n2", "noise two"), ("n3", "noise three"))
     stage = JudgeTuples(distractors=2, max_tokens=64, pool=pool)
     asks = stage.build(ctx, TUPLE)
@@ -127,8 +126,8 @@ def test_the_tuple_judge_asks_three_judgments_over_shuffled_candidates(make_cont
     assert all("P+ again" not in text for text in texts), "a distractor is never P+"
 
 
-def test_a_tuple_is_kept_only_when_all_three_judgments_name_the_intended_passage(make_context: MakeContext) -> None:
-    ctx = make_context("infir")
+def test_a_tuple_is_kept_only_when_all_three_judgments_name_the_intended_passage() -> None:
+    ctx = env("infir")
     stage = JudgeTuples(distractors=0, max_tokens=64)
     pick = candidate_pick(labels(3))
 
@@ -141,9 +140,9 @@ def test_a_tuple_is_kept_only_when_all_three_judgments_name_the_intended_passage
             out.append(ok(pick(explanation="because", best=str(best)), key=f"k-{judgment}"))
         return out
 
-    kept = stage.handle(writer(ctx, "validate"), TUPLE, replies(None))
+    kept = stage.handle(at(ctx, "validate"), TUPLE, replies(None))
     assert kept.decision == "pass" and [v.judge for v in kept.verdicts] == [f"llm:{j}" for j in JUDGMENTS]
-    missed = stage.handle(writer(ctx, "validate"), TUPLE, replies("negative_query"))
+    missed = stage.handle(at(ctx, "validate"), TUPLE, replies("negative_query"))
     assert missed.decision == "reject" and [v.decision for v in missed.verdicts] == ["pass", "pass", "reject"]
-    broken = stage.handle(writer(ctx, "validate"), TUPLE, [*replies(None)[:2], unusable()])
+    broken = stage.handle(at(ctx, "validate"), TUPLE, [*replies(None)[:2], unusable()])
     assert broken.decision == "parse_error" and broken.verdicts[2].reason == "invalid JSON at `score`"

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 from ifsynth.flows.llm.requests import Ask, Reply
 from ifsynth.flows.run.context import RunContext
-from ifsynth.flows.run.stage import LLMStage, Outcome, StageWriter
+from ifsynth.flows.run.stage import Env, LLMStage, Outcome, StageWriter
 from ifsynth.schemas.answers import SyntheticDocuments, synthetic_documents
 from ifsynth.schemas.records import ItemRecord, StageCounts
 
@@ -19,11 +19,11 @@ class WriteDocuments(LLMStage[ItemRecord]):
     source: str = "select"
     per_label: int = 2
 
-    def build(self, ctx: RunContext, topic: ItemRecord) -> list[Ask]:
+    def build(self, env: Env, topic: ItemRecord) -> list[Ask]:
         payload = topic.payload
         return [
             self.ask(
-                ctx,
+                env,
                 synthetic_documents(self.per_label),
                 query=payload["query"],
                 narrative=payload["narrative"],
@@ -31,13 +31,13 @@ class WriteDocuments(LLMStage[ItemRecord]):
             )
         ]
 
-    def handle(self, writer: StageWriter, topic: ItemRecord, replies: list[Reply]) -> Outcome:
+    def handle(self, env: Env, topic: ItemRecord, replies: list[Reply]) -> Outcome:
         (reply,) = replies
         if reply.status != "ok" or not isinstance(reply.value, SyntheticDocuments):
-            return writer.failed(topic.item_id, reply)
+            return env.failed(topic.item_id, reply)
         written = [(1, text) for text in reply.value.relevant] + [(0, text) for text in reply.value.non_relevant]
         items = [
-            writer.child(
+            env.child(
                 topic,
                 "document",
                 {

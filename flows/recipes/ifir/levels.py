@@ -113,7 +113,7 @@ class WriteLevel(Stage):
             items.append(item)
             verdicts.append(_verdict(writer, item.item_id, check))
         if not items:
-            return writer.failed(below.item_id, attempts[-1][0])
+            return writer.env.failed(below.item_id, attempts[-1][0])
         ok = items[-1].status == "ok"
         return Outcome("pass" if ok else "reject", items=items, verdicts=verdicts, n_out=int(ok))
 

@@ -15,7 +15,7 @@ from typing import Any
 from ifsynth.flows.llm.requests import Ask, Reply
 from ifsynth.flows.recipes.infir.poison import NEGATIVE_INSTRUCTION, NEGATIVE_QUERY
 from ifsynth.flows.run.context import RunContext
-from ifsynth.flows.run.stage import LLMStage, Outcome, StageWriter
+from ifsynth.flows.run.stage import Env, LLMStage, Outcome
 from ifsynth.flows.stages.judge import labels, pick_reason, shuffled
 from ifsynth.schemas.answers import CandidatePick, candidate_pick
 from ifsynth.schemas.config import Role
@@ -70,15 +70,15 @@ class JudgeTuples(LLMStage[ItemRecord]):
         listed = [(name, tuple_.payload[name]) for name in TUPLE_PASSAGES] + self.drawn(tuple_, seed)
         return shuffled(listed, f"{seed}:{tuple_.item_id}:{judgment}")
 
-    def build(self, ctx: RunContext, tuple_: ItemRecord) -> list[Ask]:
+    def build(self, env: Env, tuple_: ItemRecord) -> list[Ask]:
         payload, asks = tuple_.payload, []
         for judgment, (instruction, query, _) in JUDGMENTS.items():
-            listed = self.candidates(tuple_, judgment, ctx.params.seed)
+            listed = self.candidates(tuple_, judgment, env.params.seed)
             names = labels(len(listed))
             candidates = [{"label": label, "text": text} for label, (_, text) in zip(names, listed, strict=True)]
             asks.append(
                 self.ask(
-                    ctx,
+                    env,
                     candidate_pick(names),
                     query=payload[query],
                     instruction=payload[instruction],
@@ -88,29 +88,25 @@ class JudgeTuples(LLMStage[ItemRecord]):
             )
         return asks
 
-    def handle(self, writer: StageWriter, tuple_: ItemRecord, replies: list[Reply]) -> Outcome:
+    def handle(self, env: Env, tuple_: ItemRecord, replies: list[Reply]) -> Outcome:
         verdicts = [
-            self.judged(writer, tuple_, judgment, intended, reply)
+            self.judged(env, tuple_, judgment, intended, reply)
             for (judgment, (_, _, intended)), reply in zip(JUDGMENTS.items(), replies, strict=True)
         ]
         decisions = [verdict.decision for verdict in verdicts]
         overall = next((d for d in ("failed", "parse_error", "reject") if d in decisions), "pass")
         return Outcome(overall, verdicts=verdicts, n_out=int(overall == "pass"))
 
-    def judged(
-        self, writer: StageWriter, tuple_: ItemRecord, judgment: str, intended: str, reply: Reply
-    ) -> VerdictRecord:
+    def judged(self, env: Env, tuple_: ItemRecord, judgment: str, intended: str, reply: Reply) -> VerdictRecord:
         """One judgment's verdict on the tuple: did the judge name the intended passage?"""
         judge = f"llm:{judgment}"
         if reply.status != "ok" or not isinstance(reply.value, CandidatePick):
             decision: Decision = "parse_error" if reply.status == "parse_error" else "failed"
-            return writer.verdict(
-                tuple_.item_id, decision, judge=judge, reason=reply.error or "", call_key=reply.keys[-1]
-            )
-        listed = [name for name, _ in self.candidates(tuple_, judgment, writer.ctx.params.seed)]
+            return env.verdict(tuple_.item_id, decision, judge=judge, reason=reply.error or "", call_key=reply.keys[-1])
+        listed = [name for name, _ in self.candidates(tuple_, judgment, env.params.seed)]
         gold = str(listed.index(intended) + 1)
         picked = listed[int(reply.value.best) - 1]
         decision = "pass" if reply.value.best == gold else "reject"
         name = SHORT.get(picked, f"distractor {picked}")
         reason = pick_reason(reply.value.best, name, gold, reply.value.explanation, gold_id=SHORT[intended])
-        return writer.verdict(tuple_.item_id, decision, judge=judge, reason=reason, call_key=reply.keys[-1])
+        return env.verdict(tuple_.item_id, decision, judge=judge, reason=reason, call_key=reply.keys[-1])

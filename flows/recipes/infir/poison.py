@@ -13,8 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ifsynth.flows.llm.requests import Ask, Reply
-from ifsynth.flows.run.context import RunContext
-from ifsynth.flows.run.stage import LLMStage, Outcome, StageWriter
+from ifsynth.flows.run.stage import Env, LLMStage, Outcome
 from ifsynth.flows.stages.text_rules import LANGUAGE, UNCHANGED, first_line, newline_verdicts, same_language, unchanged
 from ifsynth.schemas.answers import (
     CodeInstructionPoisoning,
@@ -38,21 +37,25 @@ class Poison(LLMStage[ItemRecord]):
     language: bool = False
     variables: Mapping[str, Any] = field(default_factory=dict)
 
-    def build(self, ctx: RunContext, positive: ItemRecord) -> list[Ask]:
+    @property
+    def templates(self) -> tuple[str, ...]:
+        return ("poison_instruction", "poison_query")
+
+    def build(self, env: Env, positive: ItemRecord) -> list[Ask]:
         payload = positive.payload
         texts = {name: payload[name] for name in ("query", "instruction", "passage")}
         return [
             self.ask(
-                ctx, instruction_poisoning(language=self.language), "poison_instruction", **texts, **self.variables
+                env, instruction_poisoning(language=self.language), "poison_instruction", **texts, **self.variables
             ),
-            self.ask(ctx, QueryPoisoning, "poison_query", **texts, **self.variables),
+            self.ask(env, QueryPoisoning, "poison_query", **texts, **self.variables),
         ]
 
-    def handle(self, writer: StageWriter, positive: ItemRecord, replies: list[Reply]) -> Outcome:
+    def handle(self, env: Env, positive: ItemRecord, replies: list[Reply]) -> Outcome:
         for_instruction, for_query = replies
         for reply, schema in ((for_instruction, InstructionPoisoning), (for_query, QueryPoisoning)):
             if reply.status != "ok" or not isinstance(reply.value, schema):
-                return writer.failed(positive.item_id, reply)
+                return env.failed(positive.item_id, reply)
         negative_instruction = for_instruction.value.negative_instruction  # type: ignore[union-attr]
         negative_query = for_query.value.negative_query  # type: ignore[union-attr]
         base = positive.payload
@@ -65,7 +68,7 @@ class Poison(LLMStage[ItemRecord]):
         instruction, query = first_line(negative_instruction), first_line(negative_query)
         answer = for_instruction.value
         named = {"language": answer.language} if isinstance(answer, CodeInstructionPoisoning) else {}
-        poisoned_instruction = writer.child(
+        poisoned_instruction = env.child(
             positive,
             "poisoned_instruction",
             {**shared, "role": NEGATIVE_INSTRUCTION, "instruction": instruction, **named},
@@ -74,7 +77,7 @@ class Poison(LLMStage[ItemRecord]):
             ord=1,
         )
         aspects = list(for_query.value.aspects)  # type: ignore[union-attr]
-        poisoned_query = writer.child(
+        poisoned_query = env.child(
             positive,
             "poisoned_query",
             {**shared, "role": NEGATIVE_QUERY, "query": query, "aspects": aspects},
@@ -83,8 +86,8 @@ class Poison(LLMStage[ItemRecord]):
             ord=2,
         )
         verdicts = newline_verdicts(
-            writer, poisoned_instruction.item_id, "poisoned instruction", negative_instruction, instruction
-        ) + newline_verdicts(writer, poisoned_query.item_id, "poisoned query", negative_query, query)
+            env, poisoned_instruction.item_id, "poisoned instruction", negative_instruction, instruction
+        ) + newline_verdicts(env, poisoned_query.item_id, "poisoned query", negative_query, query)
         items = [poisoned_instruction, poisoned_query]
         failed = _broken_rule(base, named, instruction, query, poisoned_instruction, poisoned_query)
         if failed is None:
@@ -92,7 +95,7 @@ class Poison(LLMStage[ItemRecord]):
         # a tuple needs both negatives, so the sibling goes too: its passage would never be used
         rule, offender, reason = failed
         verdicts += [
-            writer.verdict(
+            env.verdict(
                 item.item_id, "reject", judge=rule, reason=reason if item.item_id == offender else f"sibling: {reason}"
             )
             for item in items

@@ -12,7 +12,7 @@ from typing import Any
 
 from ifsynth.flows.recipes.infir.judge_tuples import JudgeTuples
 from ifsynth.flows.recipes.infir.poison import Poison
-from ifsynth.flows.recipes.infir.tuples import make_tuples
+from ifsynth.flows.recipes.infir.tuples import MakeTuples
 from ifsynth.flows.run.stage import Call, Stage
 from ifsynth.flows.stages.assemble import assemble_release, infir_tuple
 from ifsynth.flows.stages.instructions import GenerateInstructions
@@ -57,7 +57,7 @@ def stages(params: RecipeParams) -> list[Stage]:
         ),
         Poison(max_tokens=p.max_tokens_poison, language=language, variables=flavour),
         RewritePassages(source="poison", max_tokens=p.max_tokens_rewrite, targets=partial(negative_target, p.flavour)),
-        Call("tuples", make_tuples),
+        MakeTuples(),
         *([validate] if p.validate_ else []),
         Call("assemble", assemble_release, {"source": "tuples", "max_noise": 0, "add": infir_tuple}, whole=True),
     ]

@@ -5,28 +5,40 @@ holds; a seed whose poisoning or rewrites did not all come through forms no tupl
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
 from typing import Any
 
 from ifsynth.flows.recipes.infir.poison import NEGATIVE_INSTRUCTION, NEGATIVE_QUERY
 from ifsynth.flows.run.context import RunContext
-from ifsynth.flows.run.stage import Outcome, StageWriter
-from ifsynth.schemas.records import ItemRecord, StageCounts
+from ifsynth.flows.run.stage import Decided, Env, Outcome, RuleStage
+from ifsynth.schemas.records import ItemRecord
+
+Negatives = tuple[str, dict[str, ItemRecord]]  # a seed's group and its negative passages by role
 
 
-def make_tuples(ctx: RunContext, order: int, *, stage: str, source: str = "rewrite") -> StageCounts:
-    groups = ctx.warehouse.count_groups(ctx.run_id, source)
-    writer = StageWriter(ctx, stage, order, total=groups)
-    for page in ctx.warehouse.items(ctx.run_id, source, status=None):
-        members: dict[str, dict[str, ItemRecord]] = {}
-        for item in page:
-            members.setdefault(item.group_id, {})[item.payload["role"]] = item
-        for group, roles in members.items():
-            writer.add(None, tuple_outcome(writer, group, roles))
-            ctx.progress.advance(stage)
-    return writer.close()
+@dataclass(frozen=True, kw_only=True)
+class MakeTuples(RuleStage[Negatives]):
+    """One tuple per seed from its two negative passages (every status: a failed one says why none formed)."""
+
+    name: str = "tuples"
+    source: str = "rewrite"
+
+    def total(self, ctx: RunContext) -> int:
+        return ctx.warehouse.count_groups(ctx.run_id, self.source)
+
+    def inputs(self, ctx: RunContext) -> Iterator[list[Negatives]]:
+        for page in ctx.warehouse.items(ctx.run_id, self.source, status=None):
+            members: dict[str, dict[str, ItemRecord]] = {}
+            for item in page:
+                members.setdefault(item.group_id, {})[item.payload["role"]] = item
+            yield list(members.items())
+
+    def decide(self, env: Env, page: list[Negatives]) -> Iterable[Decided]:
+        return [(None, tuple_outcome(env, group, roles)) for group, roles in page]
 
 
-def tuple_outcome(writer: StageWriter, group: str, roles: dict[str, ItemRecord]) -> Outcome:
+def tuple_outcome(env: Env, group: str, roles: dict[str, ItemRecord]) -> Outcome:
     """A seed's tuple from its two negative passages, or the seed's rejection when one is missing."""
     first, second = roles.get(NEGATIVE_INSTRUCTION), roles.get(NEGATIVE_QUERY)
     if first is None or second is None or first.status != "ok" or second.status != "ok":
@@ -37,9 +49,8 @@ def tuple_outcome(writer: StageWriter, group: str, roles: dict[str, ItemRecord])
         ]
         reason = f"seed {group} has no usable negative passage for {' and '.join(missing)}"
         present = [item for item in (first, second) if item is not None and item.status == "ok"]
-        verdicts = [writer.verdict(item.item_id, "reject", judge="rule:incomplete", reason=reason) for item in present]
-        writer.mark([item.item_id for item in present], "rejected")
-        return Outcome("reject", verdicts=verdicts, n_out=0)
+        verdicts = [env.verdict(item.item_id, "reject", judge="rule:incomplete", reason=reason) for item in present]
+        return Outcome("reject", verdicts=verdicts, n_out=0, rejects=[item.item_id for item in present])
     one, two = first.payload, second.payload
     payload: dict[str, Any] = {
         "query_id": one["query_id"],
@@ -62,4 +73,4 @@ def tuple_outcome(writer: StageWriter, group: str, roles: dict[str, ItemRecord])
     }
     if "language" in two:  # the language I+ names (the negative query's item keeps I+)
         payload["language"] = two["language"]
-    return Outcome("pass", items=[writer.child(first, "tuple", payload, parents=[second], ord=0)])
+    return Outcome("pass", items=[env.child(first, "tuple", payload, parents=[second], ord=0)])

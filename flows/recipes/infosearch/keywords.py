@@ -10,8 +10,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from ifsynth.flows.llm.requests import Ask, Reply
-from ifsynth.flows.run.context import RunContext
-from ifsynth.flows.run.stage import LLMStage, Outcome, StageWriter
+from ifsynth.flows.run.stage import Env, LLMStage, Outcome
 from ifsynth.schemas.answers import KeywordCondition
 from ifsynth.schemas.records import ItemRecord
 
@@ -29,15 +28,13 @@ class ExtractKeywords(LLMStage[ItemRecord]):
     source: str = "collect"
     keep: Callable[[ItemRecord], bool] | None = unconditioned_document
 
-    def build(self, ctx: RunContext, document: ItemRecord) -> list[Ask]:
-        return [self.ask(ctx, KeywordCondition, query=document.payload["query"], passage=document.payload["passage"])]
+    def build(self, env: Env, document: ItemRecord) -> list[Ask]:
+        return [self.ask(env, KeywordCondition, query=document.payload["query"], passage=document.payload["passage"])]
 
-    def handle(self, writer: StageWriter, document: ItemRecord, replies: list[Reply]) -> Outcome:
+    def handle(self, env: Env, document: ItemRecord, replies: list[Reply]) -> Outcome:
         (reply,) = replies
         if reply.status != "ok" or not isinstance(reply.value, KeywordCondition):
-            return writer.failed(document.item_id, reply)
+            return env.failed(document.item_id, reply)
         keyword = reply.value.keyword
         payload = {**document.payload, "condition": keyword, "keyword_reason": reply.value.explanation}
-        return Outcome(
-            "pass", items=[writer.child(document, "document", payload, keyword, reply=reply, id_as="keyword")]
-        )
+        return Outcome("pass", items=[env.child(document, "document", payload, keyword, reply=reply, id_as="keyword")])

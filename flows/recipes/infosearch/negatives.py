@@ -9,8 +9,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from ifsynth.flows.llm.requests import Ask, Reply
-from ifsynth.flows.run.context import RunContext
-from ifsynth.flows.run.stage import LLMStage, Outcome, StageWriter
+from ifsynth.flows.run.stage import Env, LLMStage, Outcome
 from ifsynth.schemas.answers import QueryNegatives, query_negatives
 from ifsynth.schemas.records import ItemRecord
 
@@ -29,17 +28,17 @@ class GenerateNegatives(LLMStage[ItemRecord]):
     per_positive: int
     keep: Callable[[ItemRecord], bool] | None = core_query
 
-    def build(self, ctx: RunContext, core: ItemRecord) -> list[Ask]:
+    def build(self, env: Env, core: ItemRecord) -> list[Ask]:
         n = self.per_positive * len(core.payload["conditions"])
-        return [self.ask(ctx, query_negatives(n), query=core.payload["query"], n=n)]
+        return [self.ask(env, query_negatives(n), query=core.payload["query"], n=n)]
 
-    def handle(self, writer: StageWriter, core: ItemRecord, replies: list[Reply]) -> Outcome:
+    def handle(self, env: Env, core: ItemRecord, replies: list[Reply]) -> Outcome:
         (reply,) = replies
         if reply.status != "ok" or not isinstance(reply.value, QueryNegatives):
-            return writer.failed(core.item_id, reply)
+            return env.failed(core.item_id, reply)
         payload = core.payload
         items = [
-            writer.child(
+            env.child(
                 core,
                 "negative",
                 {

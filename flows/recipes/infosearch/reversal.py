@@ -11,8 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ifsynth.flows.llm.requests import Ask, Reply
-from ifsynth.flows.run.context import RunContext
-from ifsynth.flows.run.stage import LLMStage, Outcome, StageWriter
+from ifsynth.flows.run.stage import Env, LLMStage, Outcome
 from ifsynth.schemas.answers import Reversal
 from ifsynth.schemas.records import ItemRecord
 
@@ -31,14 +30,14 @@ class ReverseInstructions(LLMStage[ItemRecord]):
     name: str = "reversal"
     source: str = "instructions"
 
-    def build(self, ctx: RunContext, instruction: ItemRecord) -> list[Ask]:
+    def build(self, env: Env, instruction: ItemRecord) -> list[Ask]:
         fields = ("query", "instruction", "restriction", "dimension")
-        return [self.ask(ctx, Reversal, **{name: instruction.payload[name] for name in fields})]
+        return [self.ask(env, Reversal, **{name: instruction.payload[name] for name in fields})]
 
-    def handle(self, writer: StageWriter, instruction: ItemRecord, replies: list[Reply]) -> Outcome:
+    def handle(self, env: Env, instruction: ItemRecord, replies: list[Reply]) -> Outcome:
         (reply,) = replies
         if reply.status != "ok" or not isinstance(reply.value, Reversal):
-            return writer.failed(instruction.item_id, reply)
+            return env.failed(instruction.item_id, reply)
         restriction = reply.value.reversed_restriction
         reversed_instruction = f"{sentence(instruction.payload['query'])} {restriction}"
         payload = {
@@ -46,6 +45,4 @@ class ReverseInstructions(LLMStage[ItemRecord]):
             "reversed_restriction": restriction,
             "reversed_instruction": reversed_instruction,
         }
-        return Outcome(
-            "pass", items=[writer.child(instruction, "reversal", payload, reversed_instruction, reply=reply)]
-        )
+        return Outcome("pass", items=[env.child(instruction, "reversal", payload, reversed_instruction, reply=reply)])
