@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Annotated, Any, Literal, get_args
+from typing import Annotated, Any, Literal, TypeVar, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
@@ -19,6 +19,18 @@ RunStatus = Literal["pending", "running", "completed", "failed", "interrupted", 
 
 class Record(BaseModel):
     model_config = ConfigDict(frozen=True)
+
+
+class Payload(BaseModel):
+    """What an item of one kind holds, typed: each kind's model names the fields its readers rely on.
+
+    Items carry their parents' fields on (a rewrite keeps its instruction's query), so a model lets fields it
+    does not name pass through (``extra="allow"``) and readers name only what they read."""
+
+    model_config = ConfigDict(frozen=True, extra="allow")
+
+
+P = TypeVar("P", bound=Payload)
 
 
 class CallRecord(Record):
@@ -59,6 +71,10 @@ class ItemRecord(Record):
     status: ItemStatus = "ok"
     call_keys: tuple[str, ...] = ()
     ord: int = 0
+
+    def read(self, model: type[P]) -> P:
+        """The payload as its kind's model: a missing or mistyped field fails here, naming the field."""
+        return model.model_validate(self.payload)
 
 
 class VerdictRecord(Record):

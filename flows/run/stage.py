@@ -28,7 +28,7 @@ from ifsynth.flows.run.context import RunContext
 from ifsynth.prompts.registry import Prompts, Rendered
 from ifsynth.schemas.answers import Answer
 from ifsynth.schemas.config import RecipeParams, Role
-from ifsynth.schemas.records import Decision, ItemRecord, ItemStatus, Judge, StageCounts, VerdictRecord
+from ifsynth.schemas.records import Decision, ItemRecord, ItemStatus, Judge, Payload, StageCounts, VerdictRecord
 from ifsynth.warehouse.keys import item_id
 
 T = TypeVar("T")
@@ -101,7 +101,7 @@ class Env:
         self,
         parent: ItemRecord,
         kind: str,
-        payload: Mapping[str, Any],
+        payload: Mapping[str, Any] | Payload,
         *id_parts: object,
         reply: Reply | None = None,
         call_keys: Sequence[str] = (),
@@ -121,7 +121,7 @@ class Env:
             kind=kind,
             group_id=parent.group_id,
             parent_ids=parent_ids,
-            payload=dict(payload),
+            payload=payload.model_dump(mode="json") if isinstance(payload, Payload) else dict(payload),
             status=status,
             call_keys=tuple(reply.keys) if reply is not None else tuple(call_keys),
             ord=parent.ord if ord is None else ord,
