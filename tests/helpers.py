@@ -26,6 +26,7 @@ from ifsynth.warehouse.store import Warehouse
 from tests.fake_openai import FakeOpenAI
 
 GOOD = {"explanation": "it answers", "score": 5}
+BUILTIN = ("instructir", "infosearch", "infir", "followir", "ifir")  # the recipes ifsynth itself registers
 
 
 def config(fake: FakeOpenAI, **endpoint: Any) -> RunConfig:
@@ -83,7 +84,7 @@ MakeContext = Callable[..., RunContext]  # the make_context fixture
 def env(recipe: str = "instructir", stage: str = "stage", **params: Any) -> Env:
     """What a stage's halves read in a run of ``recipe`` with those settings: no warehouse, no endpoint, so
     ``build``, ``handle`` and ``decide`` are tested as the plain functions they are."""
-    return Env(f"{recipe}-run", recipe, stage, registry.recipe(recipe).params.model_validate(params))
+    return Env(f"{recipe}-run", recipe, stage, registry.recipe(recipe).settings.model_validate(params))
 
 
 def at(env: Env, stage: str) -> Env:

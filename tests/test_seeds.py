@@ -8,12 +8,12 @@ from pathlib import Path
 
 import pytest
 
+from ifsynth.flows.recipes.instructir.settings import InstructIRParams
 from ifsynth.flows.run.config import resolve
 from ifsynth.flows.run.context import RunContext
 from ifsynth.flows.seeds import open_source
 from ifsynth.flows.stages.select import select_seeds
 from ifsynth.prompts.registry import Prompts
-from ifsynth.schemas.config import InstructIRParams
 from ifsynth.schemas.errors import SeedError
 from ifsynth.schemas.records import StageCounts
 from ifsynth.warehouse.store import Warehouse

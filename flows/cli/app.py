@@ -121,7 +121,7 @@ def _jsonable(value: Any) -> Any:
 @app.command()
 def run(
     ctx: typer.Context,
-    recipe: Annotated[str, typer.Argument(help="Recipe to run: instructir, infosearch, followir, ifir or infir.")],
+    recipe: Annotated[str, typer.Argument(help="Recipe to run; `ifsynth recipes` lists those installed.")],
     seeds: Annotated[str | None, typer.Option(help="demo, beir:DIR or irds:ID.")] = None,
     limit: Annotated[int | None, typer.Option(help="Use at most this many seed queries.")] = None,
     base_url: Annotated[
@@ -226,17 +226,19 @@ def merge(
 
 @app.command()
 def serve(
-    recipes: Annotated[list[str] | None, typer.Argument(help="Recipes whose flows to serve; all by default.")] = None,
+    names: Annotated[
+        list[str] | None, typer.Argument(metavar="RECIPES", help="Recipes whose flows to serve; all by default.")
+    ] = None,
     limit: Annotated[int | None, typer.Option(min=1, help="Flow runs at a time (default: no bound).")] = None,
 ) -> None:
     """Serve the recipe flows to a Prefect server (PREFECT_API_URL) until Ctrl-C: a flow run of deployment
     `<recipe>/served` given a warehouse and a run's config (settings, never a key) runs that recipe here."""
     from ifsynth.flows.run.prefect_api import serve as serve_flows
-    from ifsynth.flows.run.registry import RECIPES, recipe
+    from ifsynth.flows.run.registry import recipe, recipes
     from ifsynth.flows.run.runner import quiet_prefect
 
     quiet_prefect()
-    chosen = [recipe(name) for name in recipes or sorted(RECIPES)]
+    chosen = [recipe(name) for name in names or recipes()]
     err.print(f"serving {', '.join(f'{r.name}/served' for r in chosen)}; Ctrl-C stops", highlight=False)
     serve_flows([r.flow() for r in chosen], limit)  # Prefect's runner stops cleanly on Ctrl-C, and returns
     err.print("stopped serving", highlight=False)
@@ -304,6 +306,21 @@ def demo(
     with _open(ctx) as warehouse:
         written = export_release(warehouse, release_for(warehouse, run_id), "beir", out_dir, overwrite=True)
     out.print(f"export: {len(written)} files written to [bold]{out_dir.resolve()}[/bold] (BEIR layout)")
+
+
+@app.command("recipes")
+def list_recipes(as_json: JsonFlag = False) -> None:
+    """List the installed recipes (ifsynth's own and those of other packages), with their papers."""
+    from ifsynth.flows.run.registry import recipes
+
+    rows = [{"recipe": r.name, "summary": r.summary, "paper": r.paper} for r in recipes().values()]
+    if as_json:
+        _json(rows)
+        return
+    table = Table(Column("recipe", no_wrap=True), "what it makes", "paper")
+    for row in rows:
+        table.add_row(row["recipe"], row["summary"], row["paper"])
+    out.print(table)
 
 
 @app.command()
@@ -656,6 +673,7 @@ def evaluate(
     from ifsynth.flows.evaluation import scoring as evaluation
     from ifsynth.flows.evaluation.evaluate_release import EvaluateOptions
     from ifsynth.flows.evaluation.evaluate_release import evaluate as evaluate_release
+    from ifsynth.flows.run.registry import metrics_of
 
     options = EvaluateOptions.model_validate(
         {
@@ -674,7 +692,9 @@ def evaluate(
         }
     )
     with _open(ctx, read_only=not instfol) as warehouse:
-        report = evaluate_release(warehouse, release, options, notify=lambda line: err.print(line, markup=False))
+        report = evaluate_release(
+            warehouse, release, options, metrics_of, notify=lambda line: err.print(line, markup=False)
+        )
     if as_json:
         _json(report)
         return

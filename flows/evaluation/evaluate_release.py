@@ -16,6 +16,7 @@ from ifsynth.flows.evaluation.retrieval import Run, read_run, restrict, write_ru
 from ifsynth.flows.llm.local_model import LOCAL_BASE_URL, model_name, weights
 from ifsynth.flows.llm.route import DEFAULT_KEY_ENV, OPENAI_BASE_URL, OPENAI_DEFAULT_MODEL, api_key
 from ifsynth.schemas.errors import ConfigError
+from ifsynth.schemas.modes import RecipeMetrics
 from ifsynth.warehouse.stats import find_release
 from ifsynth.warehouse.store import Warehouse
 
@@ -66,9 +67,15 @@ class EvaluateOptions(BaseModel):
 
 
 def evaluate(
-    warehouse: Warehouse, release: str, options: EvaluateOptions, *, notify: Callable[[str], None] = print
+    warehouse: Warehouse,
+    release: str,
+    options: EvaluateOptions,
+    metrics: Callable[[str], RecipeMetrics],
+    *,
+    notify: Callable[[str], None] = print,
 ) -> dict[str, Any]:
-    """The release's metrics over the run (and INSTFOL); ``notify`` hears where a BM25 run was written.
+    """The release's metrics (``metrics`` of its recipe, as the recipe declares them) over the run (and
+    INSTFOL); ``notify`` hears where a BM25 run was written.
 
     A release with a candidate pool (FollowIR's ``top_ranked``) is a reranking benchmark, so by default each
     query ranks its pool only, as p-MRR was defined; ``rerank=False`` retrieves from the full corpus."""
@@ -96,7 +103,7 @@ def evaluate(
         source = str(written)
         notify(f"BM25 run written to {written}")
     report = {
-        **scoring.score(view, run, list(options.references)),
+        **scoring.score(view, run, metrics(view.recipe), list(options.references)),
         "run": source,
         "setting": "rerank top_ranked" if rerank else "full corpus",
     }

@@ -19,31 +19,11 @@ from ifsynth.flows.evaluation.metrics import Reference, Triple
 from ifsynth.flows.evaluation.retrieval import Run
 from ifsynth.schemas.errors import ConfigError
 from ifsynth.schemas.ifir import SCHEMES, Scheme
-from ifsynth.schemas.modes import CHANGED, OG, REVERSED
+from ifsynth.schemas.modes import CHANGED, OG, REVERSED, RecipeMetrics
 from ifsynth.warehouse.stats import instructed_mode, release_meta
 from ifsynth.warehouse.store import Warehouse
 
 CROSS_MODE = ("robustness@", "p-mrr", "wise", "sicr", "instfol@")
-
-
-@dataclass(frozen=True)
-class RecipeMetrics:
-    """What a recipe's paper reports, per mode and across modes."""
-
-    ndcg: tuple[int, ...] = (10,)
-    mrr: tuple[int, ...] = (10,)
-    map: bool = True
-    robustness: int | None = 10
-
-
-RECIPE_METRICS: dict[str, RecipeMetrics] = {
-    "instructir": RecipeMetrics(ndcg=(10,), mrr=(10,), robustness=10),
-    "infosearch": RecipeMetrics(ndcg=(10,), mrr=(1,), map=False, robustness=10),
-    "followir": RecipeMetrics(ndcg=(5,), mrr=(), robustness=None),
-    "ifir": RecipeMetrics(ndcg=(20,), mrr=(20,), map=False, robustness=None),
-    "infir": RecipeMetrics(ndcg=(10,), mrr=(10,), robustness=None),
-}
-DEFAULT_METRICS = RecipeMetrics()
 
 
 @dataclass
@@ -132,9 +112,8 @@ def bm25_run(
     return run
 
 
-def score(view: ReleaseView, run: Run, references: Sequence[Reference] = ()) -> dict[str, Any]:
-    """Every metric the release's recipe calls for, over the modes it has."""
-    spec = RECIPE_METRICS.get(view.recipe, DEFAULT_METRICS)
+def score(view: ReleaseView, run: Run, spec: RecipeMetrics, references: Sequence[Reference] = ()) -> dict[str, Any]:
+    """Every metric the release's recipe calls for (``spec``, from its declaration), over the modes it has."""
     ndcg_ref: Reference = "ifir" if "ifir" in references else "paper"
     info_ref: Reference = next((r for r in references if r in metrics.INFOSEARCH_REFERENCES), "paper")
     known = view.texts()

@@ -16,7 +16,7 @@ from pydantic import ValidationError
 from ifsynth.flows.llm.local_model import LOCAL_BASE_URL, LOCAL_MODEL, model_name, weights
 from ifsynth.flows.llm.route import DEFAULT_KEY_ENV, OPENAI_BASE_URL, OPENAI_DEFAULT_MODEL, api_key, public_url
 from ifsynth.flows.run.registry import recipe
-from ifsynth.schemas.config import Endpoint, RunConfig
+from ifsynth.schemas.config import Endpoint, RecipeParams, RunConfig
 from ifsynth.schemas.errors import ConfigError
 
 RUN_KEYS = {"limit", "name", "model", "judge_model", "judge_endpoint", "prompts_dir", "prices", "seeds"}
@@ -118,8 +118,8 @@ def resolve(
 
     chosen = recipe(recipe_name)
     try:
-        params = chosen.params.model_validate(data)
-        return RunConfig.model_validate(
+        params = chosen.settings.model_validate(data)
+        config = RunConfig.model_validate(
             {"recipe": recipe_name, "endpoint": endpoint, "params": params.model_dump(mode="json"), **run}
         )
     except ValidationError as exc:
@@ -129,3 +129,14 @@ def resolve(
             raise ConfigError(f"unknown setting `{where}` for recipe {recipe_name}") from None
         message = error["msg"].removeprefix("Value error, ")
         raise ConfigError(f"setting `{where}`: {message}" if where else f"settings: {message}") from None
+    check_files(params)
+    return config
+
+
+def check_files(params: RecipeParams) -> None:
+    """Every file the settings name exists: checked when a run is configured or started, never by a validator
+    (a config is also read where those files are not: a report, a review, a merge)."""
+    for setting, paths in params.files().items():
+        missing = [path for path in paths if not Path(path).expanduser().is_file()]
+        if missing:
+            raise ConfigError(f"settings: {setting}: no file {', '.join(missing)}")

@@ -104,7 +104,7 @@ class RunContext:
     ) -> RunContext:
         """The context of a run with this config: its parameters, templates and seeds."""
         chosen = recipe(config.recipe)
-        params = chosen.params.model_validate(config.params)
+        params = chosen.settings.model_validate(config.params)
         prompts, source = Prompts(config.prompts_dir), chosen.source(config.seeds, params)
         humans = review.decisions(warehouse, config.humans_from or run_id)
         return cls(

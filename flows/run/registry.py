@@ -1,52 +1,89 @@
-"""The recipes ifsynth knows: their parameters, their templates, their stages and where their flow lives.
+"""The recipes ifsynth knows, each declared by one ``Recipe`` object and found through the ``ifsynth.recipes``
+entry-point group: the built-in five register themselves there exactly as a recipe in a package of its own does.
 
-Stages and flows are named by import path so that choosing a recipe or checking its config imports neither
-Prefect nor the gateway.
+A declaration names its stages, seed hook and flow by import path, so that choosing a recipe or checking its
+config imports neither Prefect nor the gateway; what derives from the stages (their templates) is computed on
+first use.
 """
 
 from __future__ import annotations
 
 import importlib
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from functools import cache, cached_property
+from importlib.metadata import entry_points
 from typing import TYPE_CHECKING, Any
 
-from ifsynth.schemas.config import (
-    FollowIRParams,
-    IFIRParams,
-    InfIRParams,
-    InfoSearchParams,
-    InstructIRParams,
-    RecipeParams,
-)
+from ifsynth.schemas.config import RecipeParams
 from ifsynth.schemas.errors import ConfigError
+from ifsynth.schemas.modes import RecipeMetrics
 
 if TYPE_CHECKING:  # stage modules import the gateway; a registry lookup must not
     from ifsynth.flows.run.stage import Stage
     from ifsynth.flows.seeds import SeedSource
 
+GROUP = "ifsynth.recipes"
+
+
+def _load(path: str) -> Any:
+    """The object an import path ``module:name`` names."""
+    module, _, name = path.partition(":")
+    return getattr(importlib.import_module(module), name)
+
 
 @dataclass(frozen=True)
 class Recipe:
+    """Everything ifsynth needs to know of a recipe.
+
+    ``stages`` is ``module:function``, the function building the stage list from the recipe's settings;
+    ``variants`` are settings that between them reach every stage the recipe has (FollowIR's train mode runs
+    other stages than its eval mode), so the templates derived from the stages are all of them. ``seeds`` is
+    ``module:function`` for a recipe that reads more than the run's one seed source (InfoSearch: one per
+    dimension). ``metrics`` are what ``evaluate`` scores its releases with."""
+
     name: str
-    params: type[RecipeParams]
-    templates: tuple[str, ...]
     paper: str
+    settings: type[RecipeParams]
+    stages: str
+    variants: tuple[Mapping[str, Any], ...] = ({},)
+    seeds: str | None = None
+    metrics: RecipeMetrics = field(default_factory=RecipeMetrics)
+    summary: str = ""  # one line for `ifsynth run --help`
 
     @property
-    def package(self) -> str:
-        return f"ifsynth.flows.recipes.{self.name}"
+    def flow_entrypoint(self) -> str:
+        """Where Prefect finds the recipe's flow: one generic flow per recipe, named after it."""
+        return f"ifsynth.flows.run.flows:{self.name}"
 
     def flow(self) -> Callable[..., Any]:
-        """The recipe's Prefect flow, ``<name>_flow`` in its package's ``flow`` module."""
-        return getattr(importlib.import_module(f"{self.package}.flow"), f"{self.name}_flow")
+        """The recipe's Prefect flow."""
+        flow: Callable[..., Any] = _load(self.flow_entrypoint)
+        return flow
+
+    def stage_list(self, params: RecipeParams, *, sharded: bool = False) -> list[Stage]:
+        """The recipe's stages in run order, configured by ``params``; a stage's ordinal is its place here.
+        A shard's run (``sharded``) takes those before the first stage that needs every seed (``Stage.whole``)."""
+        stages: list[Stage] = _load(self.stages)(params)
+        if not sharded:
+            return stages
+        cut = next((at for at, stage in enumerate(stages) if at and stage.whole), len(stages))
+        return stages[:cut]
+
+    @cached_property
+    def templates(self) -> tuple[str, ...]:
+        """Every template the recipe's stages render, in stage order: what a run's fingerprint hashes, what is
+        checked before a run, what the prompt tests render."""
+        names: dict[str, None] = {}
+        for variant in self.variants:
+            for stage in self.stage_list(self.settings.model_validate(dict(variant))):
+                names.update(dict.fromkeys(stage.templates))
+        return tuple(names)
 
     def seed_sources(self, seeds: str, params: RecipeParams) -> list[SeedSource]:
-        """Every seed source a run reads: the run's, or those its recipe names (``seed_sources`` in its
-        ``recipe`` module: InfoSearch reads one per dimension)."""
-        module = importlib.import_module(f"{self.package}.recipe")
-        if hasattr(module, "seed_sources"):
-            return list(module.seed_sources(seeds, params))
+        """Every seed source a run reads: the run's, or those its recipe's ``seeds`` hook names."""
+        if self.seeds is not None:
+            return list(_load(self.seeds)(seeds, params))
         from ifsynth.flows.seeds import open_source
 
         return [open_source(seeds)]
@@ -61,67 +98,31 @@ class Recipe:
 
         return open_source(seeds)
 
-    def stages(self, params: RecipeParams, *, sharded: bool = False) -> list[Stage]:
-        """The recipe's stages in run order, configured by ``params``; a stage's ordinal is its place here.
-        A shard's run (``sharded``) takes those before the first stage that needs every seed (``Stage.whole``)."""
-        stages: list[Stage] = importlib.import_module(f"{self.package}.recipe").stages(params)
-        if not sharded:
-            return stages
-        cut = next((at for at, stage in enumerate(stages) if at and stage.whole), len(stages))
-        return stages[:cut]
 
-
-RECIPES: dict[str, Recipe] = {
-    recipe.name: recipe
-    for recipe in (
-        Recipe(
-            name="instructir",
-            params=InstructIRParams,
-            templates=("instructions", "rewrite", "judge_relevance", "judge_specificity"),
-            paper="Oh et al., INSTRUCTIR: A Benchmark for Instruction Following of Information Retrieval Models "
-            "(2024), and its release kaistAI/InstructIR",
-        ),
-        Recipe(
-            name="infosearch",
-            params=InfoSearchParams,
-            templates=(
-                "keywords",
-                "rewrite",
-                "judge_rewrite",
-                "negatives",
-                "judge_negatives",
-                "instructions",
-                "reversal",
-                "judge_reversal",
-            ),
-            paper="Zhou et al., Beyond Content Relevance: Evaluating Instruction Following in Retrieval Models "
-            "(InfoSearch, 2024)",
-        ),
-        Recipe(
-            name="infir",
-            params=InfIRParams,
-            templates=("instructions", "poison_instruction", "poison_query", "rewrite", "validate"),
-            paper="Towards Better Instruction Following Retrieval Models (InF-IR, 2025)",
-        ),
-        Recipe(
-            name="followir",
-            params=FollowIRParams,
-            templates=("alter", "judge", "shorten", "keywords", "write_documents"),
-            paper="Weller et al., FollowIR: Evaluating and Teaching Information Retrieval Models to Follow "
-            "Instructions (2024), and its release jhu-clsp/FollowIR",
-        ),
-        Recipe(
-            name="ifir",
-            params=IFIRParams,
-            templates=("level", "judge_level", "recheck"),
-            paper="Song et al., IFIR: A Comprehensive Benchmark for Evaluating Instruction-Following in Expert-Domain "
-            "Information Retrieval (2025)",
-        ),
-    )
-}
+@cache
+def recipes() -> dict[str, Recipe]:
+    """Every installed recipe by name; two packages registering one name is refused, naming both."""
+    found: dict[str, tuple[Recipe, str]] = {}
+    for point in sorted(entry_points(group=GROUP), key=lambda point: point.value):
+        declared = point.load()
+        if not isinstance(declared, Recipe):
+            raise ConfigError(f"entry point `{point.name}` of {GROUP} ({point.value}) is not a Recipe")
+        if declared.name in found:
+            raise ConfigError(
+                f"recipe `{declared.name}` is registered twice, by {found[declared.name][1]} and {point.value}; "
+                "uninstall one of the packages"
+            )
+        found[declared.name] = (declared, point.value)
+    return {name: found[name][0] for name in sorted(found)}
 
 
 def recipe(name: str) -> Recipe:
-    if name not in RECIPES:
-        raise ConfigError(f"unknown recipe `{name}`; known: {', '.join(sorted(RECIPES))}")
-    return RECIPES[name]
+    known = recipes()
+    if name not in known:
+        raise ConfigError(f"unknown recipe `{name}`; known: {', '.join(known)}")
+    return known[name]
+
+
+def metrics_of(name: str) -> RecipeMetrics:
+    """What ``evaluate`` scores a release of recipe ``name`` with."""
+    return recipe(name).metrics

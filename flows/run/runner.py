@@ -14,6 +14,7 @@ from typing import Any
 from ifsynth.flows.llm.limits import Budget
 from ifsynth.flows.llm.pool import POOL_KEY
 from ifsynth.flows.llm.route import endpoint_summaries, preflight, public_url, url_secrets
+from ifsynth.flows.run.config import check_files
 from ifsynth.flows.run.context import NoProgress, Progress, RunContext, Tracker, activate, deactivate, recorded
 from ifsynth.flows.run.prefect_api import prefect_api
 from ifsynth.flows.run.registry import recipe
@@ -90,7 +91,7 @@ def checked(config: RunConfig, progress: Progress) -> tuple[Prompts, list[str]]:
     """Everything a run can be refused for before it touches a warehouse: settings, templates, seed sources
     and endpoints; then Prefect's quiet defaults. Returns the prompts and the names of the run's templates."""
     chosen = recipe(config.recipe)
-    params = chosen.params.model_validate(config.params)
+    params = chosen.settings.model_validate(config.params)
     if config.max_cost is not None:
         for model in {config.model_for("generator"), config.model_for("judge")} - set(config.prices):
             raise ConfigError(f"--max-cost needs the price of `{model}`: set prices.{model}.input and .output")
@@ -98,6 +99,7 @@ def checked(config: RunConfig, progress: Progress) -> tuple[Prompts, list[str]]:
     templates = [f"{config.recipe}/{name}" for name in chosen.templates]
     for name in templates:
         prompts.check(name)  # a missing, broken or empty template fails here, before any call
+    check_files(params)
     for source in chosen.seed_sources(config.seeds, params):
         source.check()  # a faulty seed source fails here, before the warehouse is touched
     for endpoint in {config.endpoint_for("generator"), config.endpoint_for("judge")} - _unused(config):
@@ -119,7 +121,7 @@ def start(config: RunConfig, warehouse_path: str | Path) -> str:
     if any(url_secrets(url) for e in endpoints for url in [e.base_url, *(m.base_url for m in e.members)]):
         raise ConfigError("a flow run's config is recorded by Prefect: no credentials in its URLs; use api_key_env")
     # the recipe's settings in full, as `ifsynth run` gives them: the same run has the same fingerprint
-    params = recipe(config.recipe).params.model_validate(config.params).model_dump(mode="json")
+    params = recipe(config.recipe).settings.model_validate(config.params).model_dump(mode="json")
     config = config.model_copy(update={"params": params})
     prompts, templates = checked(config, NoProgress())
     with Warehouse(warehouse_path, memory_limit=os.environ.get("IFSYNTH_MEMORY_LIMIT")) as warehouse:

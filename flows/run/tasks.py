@@ -28,7 +28,7 @@ from ifsynth.warehouse.cards import markdown as card_markdown
 @task
 def run_stage(run_id: str, order: int) -> StageCounts:
     ctx = context(run_id)
-    stage = recipe(ctx.recipe).stages(ctx.params, sharded=ctx.config.shard is not None)[order - 1]
+    stage = recipe(ctx.recipe).stage_list(ctx.params, sharded=ctx.config.shard is not None)[order - 1]
     return stage.run(ctx, order)
 
 
@@ -42,7 +42,7 @@ def run_stages(warehouse: str, run_id: str = "", config: dict[str, Any] | None =
             raise ConfigError("a flow run takes the id of a run in its warehouse, or the config of a run to start")
         run_id = start(RunConfig.model_validate(config), warehouse)  # refuses credentials in its URLs
     with stoppable(), attach(run_id, warehouse) as ctx:
-        stages = recipe(ctx.recipe).stages(ctx.params, sharded=ctx.config.shard is not None)
+        stages = recipe(ctx.recipe).stage_list(ctx.params, sharded=ctx.config.shard is not None)
         counts = [run_stage.with_options(name=stage.name)(run_id, order) for order, stage in enumerate(stages, 1)]
         check_failures(ctx.warehouse, run_id, counts, ctx.config.max_failure_share)
         _publish(ctx.warehouse, run_id)

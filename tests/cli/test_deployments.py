@@ -14,14 +14,14 @@ from typing import Any
 import pytest
 
 from ifsynth.flows.run.config import resolve
-from ifsynth.flows.run.registry import RECIPES
+from ifsynth.flows.run.registry import recipe
 from ifsynth.flows.run.runner import start
 from ifsynth.schemas.config import RunConfig
 from ifsynth.schemas.errors import ConfigError
 from ifsynth.warehouse.store import Warehouse
 from tests.conftest import REPO
 from tests.fake_openai import FakeOpenAI
-from tests.helpers import synthetic_beir
+from tests.helpers import BUILTIN, synthetic_beir
 from tests.servers import work_pool
 
 
@@ -76,9 +76,9 @@ def test_prefect_yaml_deploys_every_recipe_to_a_pool_whose_worker_runs_a_config(
         )  # fmt: skip
         assert deployed.returncode == 0, deployed.stdout[-2000:] + deployed.stderr[-2000:]
         found = deployments()
-        for name in RECIPES:
+        for name in BUILTIN:
             assert found[f"{name}/ifsynth"].work_pool_name == "pool-yaml"
-            assert found[f"{name}/ifsynth"].entrypoint == f"ifsynth.flows.recipes.{name}.flow:{name}_flow"
+            assert found[f"{name}/ifsynth"].entrypoint == recipe(name).flow_entrypoint
         warehouse = tmp_path / "w.duckdb"
         flow_run = finished(
             "instructir/ifsynth", {"warehouse": str(warehouse), "config": run_config(seeds, fake.base_url)}

@@ -18,6 +18,7 @@ from ifsynth.flows.evaluation.retrieval import read_run, write_run
 from ifsynth.flows.llm.local_model import LOCAL_BASE_URL, LOCAL_MODEL
 from ifsynth.flows.llm.route import is_loopback
 from ifsynth.flows.run.config import resolve
+from ifsynth.flows.run.registry import metrics_of
 from ifsynth.flows.run.runner import execute
 from ifsynth.warehouse import stats as release_stats
 from ifsynth.warehouse.export import release_for
@@ -54,9 +55,9 @@ def test_bm25_run_file_given_back_scores_the_same(generated: dict[str, Any]) -> 
     with Warehouse(generated["warehouse"], read_only=True) as wh:
         view = evaluate.load(wh, generated["release"])
         run = evaluate.bm25_run(wh, view)
-    report = evaluate.score(view, run)
+    report = evaluate.score(view, run, metrics_of(view.recipe))
     path = write_run(generated["root"] / "bm25.trec", run, tag="t")
-    again = evaluate.score(view, read_run(path))
+    again = evaluate.score(view, read_run(path), metrics_of(view.recipe))
     assert again == report
     first = path.read_text().splitlines()[0].split()
     assert first[1] == "Q0" and first[3] == "1" and first[5] == "t"
@@ -105,7 +106,10 @@ def test_reference_flag_is_checked(generated: dict[str, Any], tmp_path: Path) ->
     with Warehouse(generated["warehouse"], read_only=True) as wh:
         view = evaluate.load(wh, generated["release"])
     run = read_run(generated["root"] / "bm25.trec")
-    paper, ifir = evaluate.score(view, run), evaluate.score(view, run, ["ifir"])
+    paper, ifir = (
+        evaluate.score(view, run, metrics_of(view.recipe)),
+        evaluate.score(view, run, metrics_of(view.recipe), ["ifir"]),
+    )
     # one positive per instance: IFIR's ideal (from the retrieved list) differs only when it is not retrieved
     assert ifir["modes"]["instructed"]["ndcg@10"] >= paper["modes"]["instructed"]["ndcg@10"]
     assert ifir["references"] == ["ifir"] and paper["references"] == ["paper"]

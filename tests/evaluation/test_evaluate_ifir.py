@@ -13,6 +13,7 @@ import pytest
 
 from ifsynth.flows.evaluation.evaluate_release import EvaluateOptions, evaluate
 from ifsynth.flows.evaluation.retrieval import Run, write_run
+from ifsynth.flows.run.registry import metrics_of
 from ifsynth.schemas.ifir import SCHEMES, level_mode, release_id
 from ifsynth.warehouse.store import Warehouse
 from tests.conftest import cli
@@ -131,7 +132,7 @@ def ndcg(ranks: list[int], relevant: int) -> float:
 
 def test_ndcg_and_mrr_per_level_and_per_domain(release: dict[str, Path]) -> None:
     with Warehouse(release["warehouse"], read_only=True) as wh:
-        report = evaluate(wh, RELEASE, EvaluateOptions(run_file=release["run"]))
+        report = evaluate(wh, RELEASE, EvaluateOptions(run_file=release["run"]), metrics_of)
     # (nDCG@20, MRR@20) of each query at each level, from the rankings above
     by_hand = {
         "level1": {"fiqa-1": (ndcg([2, 4], 2), 1 / 2), "fiqa-2": (1.0, 1.0), "aila-A": (ndcg([2, 3], 2), 1 / 2)},
@@ -163,7 +164,7 @@ def test_ndcg_and_mrr_per_level_and_per_domain(release: dict[str, Path]) -> None
 
 def test_cli_table_shows_each_level_and_domain(release: dict[str, Path]) -> None:
     with Warehouse(release["warehouse"], read_only=True) as wh:
-        report = evaluate(wh, RELEASE, EvaluateOptions(run_file=release["run"]))
+        report = evaluate(wh, RELEASE, EvaluateOptions(run_file=release["run"]), metrics_of)
     table = cli("--warehouse", str(release["warehouse"]), "evaluate", RELEASE, "--run", str(release["run"]))
     assert table.returncode == 0, table.stderr
     lines = table.stdout.splitlines()
@@ -200,7 +201,8 @@ def recorded_grade(call: dict[str, Any]) -> float:
 def test_instfol_per_level_on_each_subsets_scale(release: dict[str, Path]) -> None:
     options = {"run_file": release["run"], "query_run": release["bare"], "instfol": True}
     with FakeOpenAI(mode="responder", responder=grader) as fake, Warehouse(release["warehouse"]) as wh:
-        report = evaluate(wh, RELEASE, EvaluateOptions(**options, base_url=fake.base_url, judge_model="judge"))
+        judged = EvaluateOptions(**options, base_url=fake.base_url, judge_model="judge")
+        report = evaluate(wh, RELEASE, judged, metrics_of)
         calls = query(wh, "SELECT request, response, logprobs FROM llm_calls WHERE stage = 'instfol'")
     prompts = [json.loads(c["request"])["messages"][-1]["content"] for c in calls]
     # (instruction, passage id) -> the grade of each window the judge read

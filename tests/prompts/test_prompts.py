@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from ifsynth.flows.run.registry import RECIPES
+from ifsynth.flows.evaluation.instfol import TEMPLATE as INSTFOL_TEMPLATE
+from ifsynth.flows.run.registry import recipes
 from ifsynth.prompts.registry import Prompts, builtin_templates
 from ifsynth.schemas.errors import PromptError
 
@@ -47,7 +48,7 @@ SAMPLE = {
 
 
 @pytest.mark.parametrize(
-    "template", [f"{recipe.name}/{stage}" for recipe in RECIPES.values() for stage in recipe.templates]
+    "template", [f"{recipe.name}/{name}" for recipe in recipes().values() for name in recipe.templates]
 )
 def test_every_builtin_template_renders_system_and_user(template: str) -> None:
     rendered = Prompts().render(template, **SAMPLE)
@@ -92,4 +93,10 @@ def test_every_builtin_template_passes_the_check_a_run_makes_first() -> None:
     prompts = Prompts()
     for name in sorted(builtin_templates()):
         prompts.check(name)
-    assert len(builtin_templates()) == 26
+
+
+def test_the_template_files_are_exactly_those_the_stages_declare() -> None:
+    """A template no stage renders, or a stage's template with no file, is a drift the fingerprint, the
+    pre-run check and these tests would otherwise miss."""
+    declared = {f"{recipe.name}/{name}" for recipe in recipes().values() for name in recipe.templates}
+    assert builtin_templates() == declared | {INSTFOL_TEMPLATE}

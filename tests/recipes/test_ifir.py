@@ -19,9 +19,9 @@ import pytest
 
 from ifsynth.flows.evaluation.evaluate_release import EvaluateOptions, evaluate
 from ifsynth.flows.recipes.ifir.select import seed_sources
+from ifsynth.flows.recipes.ifir.settings import IFIRParams
 from ifsynth.flows.run.config import resolve
 from ifsynth.flows.run.runner import execute
-from ifsynth.schemas.config import IFIRParams
 from ifsynth.schemas.errors import ConfigError
 from ifsynth.schemas.ifir import DOMAINS, SCHEMES, level_mode, release_id
 from ifsynth.warehouse import audit

@@ -14,9 +14,9 @@ from typing import Any
 import pytest
 import yaml
 
+from ifsynth.flows.recipes.infosearch.settings import DIMENSIONS
 from ifsynth.flows.run.config import resolve
 from ifsynth.flows.run.runner import execute
-from ifsynth.schemas.config import DIMENSIONS
 from ifsynth.schemas.errors import ConfigError
 from ifsynth.warehouse import audit
 from ifsynth.warehouse.export import export, release_for

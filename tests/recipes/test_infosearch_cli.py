@@ -8,7 +8,7 @@ import json
 from collections.abc import Callable
 from pathlib import Path
 
-from ifsynth.schemas.config import DIMENSIONS
+from ifsynth.flows.recipes.infosearch.settings import DIMENSIONS
 from ifsynth.warehouse.store import Warehouse
 from tests.conftest import cli
 from tests.fake_openai import FakeOpenAI

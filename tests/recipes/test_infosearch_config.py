@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 from ifsynth.flows.recipes.infosearch.collect import dimension_source
+from ifsynth.flows.recipes.infosearch.settings import DIMENSIONS, InfoSearchParams
 from ifsynth.flows.run.config import resolve
-from ifsynth.schemas.config import DIMENSIONS, InfoSearchParams
 from ifsynth.schemas.errors import ConfigError
 from tests.conftest import INSTRUCTIR_SEEDS
 

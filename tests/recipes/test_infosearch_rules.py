@@ -12,7 +12,7 @@ from ifsynth.flows.recipes.infosearch.document_rules import (
     word_band,
     words,
 )
-from ifsynth.schemas.config import DIMENSIONS
+from ifsynth.flows.recipes.infosearch.settings import DIMENSIONS
 
 BANDS = DIMENSIONS["length"].word_bands
 

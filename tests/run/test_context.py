@@ -41,8 +41,8 @@ def test_a_stopped_run_is_finished_by_its_flow_called_in_a_fresh_process(
     with Warehouse(stopped, read_only=True) as wh:
         run = wh.run()
     assert run.status == "stopped"
-    flow = "from ifsynth.flows.recipes.instructir.flow import instructir_flow"
-    call = f"{flow}; instructir_flow({str(stopped)!r}, {run.run_id!r})"
+    flow = "from ifsynth.flows.run.flows import instructir"
+    call = f"{flow}; instructir({str(stopped)!r}, {run.run_id!r})"
     fresh = subprocess.run(
         [sys.executable, "-c", call], capture_output=True, text=True, timeout=300,
         env={**os.environ, "OPENAI_API_KEY": "sk-from-the-environment"},

@@ -15,6 +15,7 @@ import pytest
 
 from ifsynth.flows.evaluation import scoring as evaluate
 from ifsynth.flows.evaluation.retrieval import read_run
+from ifsynth.flows.run.registry import metrics_of
 from ifsynth.schemas.errors import ConfigError, IfsynthError
 from ifsynth.schemas.infir import FIELDS as INFIR_FIELDS
 from ifsynth.warehouse import stats as release_stats
@@ -149,7 +150,7 @@ def test_infosearch_single_dimension_is_scored_with_wise_sicr_and_pmrr(tmp_path:
             "0-og": {"a": 1.0, "b": 2.0}, "0-changed": {"a": 3.0, "b": 1.0}, "0-reversed": {"b": 2.0, "n": 1.0},
             "1-og": {"a": 2.0, "b": 1.0}, "1-changed": {"b": 3.0, "a": 1.0}, "1-reversed": {"b": 2.0, "a": 1.0},
         }  # fmt: skip
-        report = evaluate.score(view, run)
+        report = evaluate.score(view, run, metrics_of(view.recipe))
     # query 0: reward, R_ori 2 <= N 2 and R_ins 1 -> 1. query 1: R_rev 1 < R_ori 2, R_ins 1 <= R_ori:
     # penalty (R_rev - R_ori) / R_ori = -0.5.
     assert report["wise"] == pytest.approx((1 - 0.5) / 2)
@@ -173,7 +174,9 @@ def test_followir_folder(tmp_path: Path) -> None:
         view = evaluate.load(wh, "core17")
         assert view.recipe == "followir" and view.modes == ["changed", "og"]
         assert view.qrels["og"]["310"] == {"d1": 2, "d2": 1}
-        report = evaluate.score(view, {"310-og": {"d1": 2.0, "d2": 1.0}, "310-changed": {"d1": 1.0, "d2": 2.0}})
+        report = evaluate.score(
+            view, {"310-og": {"d1": 2.0, "d2": 1.0}, "310-changed": {"d1": 1.0, "d2": 2.0}}, metrics_of(view.recipe)
+        )
     assert report["p-mrr"] == pytest.approx(-0.5)  # d2 became non-relevant yet moved up from 2 to 1
     assert set(report["modes"]["og"]) == {"queries", "ndcg@5", "map"} and "wise" not in report
 

@@ -10,10 +10,10 @@ documents."""
 
 from __future__ import annotations
 
+from ifsynth.flows.recipes.followir.settings import FollowIRParams
 from ifsynth.flows.recipes.followir.topics import RELEVANT, SPOT_CHECK
 from ifsynth.flows.run.context import RunContext
 from ifsynth.flows.run.stage import Outcome, StageWriter
-from ifsynth.schemas.config import FollowIRParams
 from ifsynth.schemas.records import ItemRecord, StageCounts
 
 JUDGE = "rule:flip_share"

@@ -7,9 +7,9 @@ from __future__ import annotations
 
 from ifsynth.flows.evaluation.metrics import ranking
 from ifsynth.flows.evaluation.retrieval import Run, bm25, read_run
+from ifsynth.flows.recipes.followir.settings import FollowIRParams
 from ifsynth.flows.run.context import RunContext
 from ifsynth.flows.run.stage import Outcome, StageWriter
-from ifsynth.schemas.config import FollowIRParams
 from ifsynth.schemas.records import StageCounts
 
 

@@ -14,13 +14,14 @@ from ifsynth.flows.recipes.followir.alteration import select_alterations
 from ifsynth.flows.recipes.followir.assemble import assemble_followir, assemble_training
 from ifsynth.flows.recipes.followir.documents import WriteDocuments, balance_pairs, documents_alone
 from ifsynth.flows.recipes.followir.pool import pool_topics
+from ifsynth.flows.recipes.followir.settings import FollowIRParams
 from ifsynth.flows.recipes.followir.topics import is_topic, select_topics
 from ifsynth.flows.run.stage import Call, Stage
 from ifsynth.flows.seeds import SeedSource, open_source
 from ifsynth.flows.stages.instructions import GenerateInstructions
 from ifsynth.flows.stages.labels import LabelDocuments, instructions_with_documents
 from ifsynth.schemas.answers import InstructionKeywords, ShortCommand, altered_narratives
-from ifsynth.schemas.config import FollowIRParams, RecipeParams
+from ifsynth.schemas.config import RecipeParams
 from ifsynth.schemas.records import ItemRecord
 
 

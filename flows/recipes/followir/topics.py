@@ -8,9 +8,9 @@ narratives are re-judged on, and up to ``spot_checks`` judged non-relevant ones,
 
 from __future__ import annotations
 
+from ifsynth.flows.recipes.followir.settings import FollowIRParams
 from ifsynth.flows.run.context import RunContext
 from ifsynth.flows.run.stage import Outcome, StageWriter
-from ifsynth.schemas.config import FollowIRParams
 from ifsynth.schemas.records import ItemRecord, ItemStatus, StageCounts
 from ifsynth.schemas.seeds import SeedPair, SeedPassage
 from ifsynth.warehouse.keys import hash_sample, item_id

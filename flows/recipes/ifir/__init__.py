@@ -1,1 +1,16 @@
-"""IFIR: expert-domain queries with three nested instruction levels (RECIPES.md §5)."""
+"""The IFIR recipe: expert-domain queries with three nested instruction levels (RECIPES.md §5)."""
+
+from ifsynth.flows.recipes.ifir.settings import IFIRParams
+from ifsynth.flows.run.registry import Recipe
+from ifsynth.schemas.modes import RecipeMetrics
+
+RECIPE = Recipe(
+    name="ifir",
+    summary="a benchmark of expert-domain queries, each with three nested instruction levels",
+    paper="Song et al., IFIR: A Comprehensive Benchmark for Evaluating Instruction-Following in Expert-Domain "
+    "Information Retrieval (2025)",
+    settings=IFIRParams,
+    stages="ifsynth.flows.recipes.ifir.recipe:stages",
+    seeds="ifsynth.flows.recipes.ifir.recipe:seed_sources",
+    metrics=RecipeMetrics(ndcg=(20,), mrr=(20,), map=False, robustness=None),
+)

@@ -8,10 +8,10 @@ import json
 from collections import Counter
 
 from ifsynth.flows.recipes.ifir.select import subset_source
+from ifsynth.flows.recipes.ifir.settings import IFIRParams
 from ifsynth.flows.run.context import RunContext
 from ifsynth.flows.run.stage import Outcome, StageWriter
 from ifsynth.flows.stages.assemble import Rows, publish, release_card
-from ifsynth.schemas.config import IFIRParams
 from ifsynth.schemas.ifir import level_mode, release_id
 from ifsynth.schemas.records import StageCounts
 

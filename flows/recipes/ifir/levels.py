@@ -56,6 +56,10 @@ class WriteLevel(Stage):
     max_tokens: int
     max_tokens_check: int
 
+    @property
+    def templates(self) -> tuple[str, ...]:
+        return ("level", "judge_level")
+
     def write(self, ctx: RunContext, below: ItemRecord, attempts: list[Attempt]) -> Ask:
         """The ask for the next level; a second attempt is told what was wrong with the first."""
         p = below.payload

@@ -9,9 +9,10 @@ from ifsynth.flows.recipes.ifir.assemble import assemble_ifir
 from ifsynth.flows.recipes.ifir.levels import WriteLevel, write_level1
 from ifsynth.flows.recipes.ifir.nest import nest_levels
 from ifsynth.flows.recipes.ifir.select import seed_sources, select_queries
+from ifsynth.flows.recipes.ifir.settings import IFIRParams
 from ifsynth.flows.run.stage import Call, Stage
 from ifsynth.flows.stages.labels import LabelDocuments, instructions_with_documents
-from ifsynth.schemas.config import IFIRParams, RecipeParams
+from ifsynth.schemas.config import RecipeParams
 from ifsynth.schemas.records import ItemRecord
 
 __all__ = ["seed_sources", "stages"]

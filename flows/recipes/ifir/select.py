@@ -10,10 +10,11 @@ from __future__ import annotations
 
 from collections import Counter
 
+from ifsynth.flows.recipes.ifir.settings import IFIRParams
 from ifsynth.flows.run.context import RunContext
 from ifsynth.flows.run.stage import Outcome, StageWriter
 from ifsynth.flows.seeds import SeedSource, open_source
-from ifsynth.schemas.config import IFIRParams, RecipeParams
+from ifsynth.schemas.config import RecipeParams
 from ifsynth.schemas.errors import ConfigError
 from ifsynth.schemas.ifir import Scheme, release_id
 from ifsynth.schemas.records import ItemRecord, StageCounts

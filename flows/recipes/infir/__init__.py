@@ -1,1 +1,14 @@
-"""The InF-IR recipe: training tuples with poisoned instructions and queries."""
+"""The InF-IR recipe: training tuples with poisoned instructions and queries (RECIPES.md §4)."""
+
+from ifsynth.flows.recipes.infir.settings import InfIRParams
+from ifsynth.flows.run.registry import Recipe
+from ifsynth.schemas.modes import RecipeMetrics
+
+RECIPE = Recipe(
+    name="infir",
+    summary="training tuples: a positive with a poisoned instruction, a poisoned query and their passages",
+    paper="Towards Better Instruction Following Retrieval Models (InF-IR, 2025)",
+    settings=InfIRParams,
+    stages="ifsynth.flows.recipes.infir.recipe:stages",
+    metrics=RecipeMetrics(ndcg=(10,), mrr=(10,), robustness=None),
+)

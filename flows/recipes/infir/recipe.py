@@ -12,6 +12,7 @@ from typing import Any
 
 from ifsynth.flows.recipes.infir.judge_tuples import JudgeTuples
 from ifsynth.flows.recipes.infir.poison import Poison
+from ifsynth.flows.recipes.infir.settings import InfIRParams
 from ifsynth.flows.recipes.infir.tuples import MakeTuples
 from ifsynth.flows.run.stage import Call, Stage
 from ifsynth.flows.stages.assemble import assemble_release, infir_tuple
@@ -19,7 +20,7 @@ from ifsynth.flows.stages.instructions import GenerateInstructions
 from ifsynth.flows.stages.rewrite import RewritePassages
 from ifsynth.flows.stages.select import select_seeds
 from ifsynth.schemas.answers import instruction_list
-from ifsynth.schemas.config import InfIRParams, RecipeParams
+from ifsynth.schemas.config import RecipeParams
 from ifsynth.schemas.records import ItemRecord
 
 

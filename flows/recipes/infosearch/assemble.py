@@ -20,10 +20,10 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from ifsynth.flows.recipes.infosearch.settings import InfoSearchParams
 from ifsynth.flows.run.context import RunContext
 from ifsynth.flows.run.stage import Outcome, StageWriter
 from ifsynth.flows.stages.assemble import Rows, publish, release_card
-from ifsynth.schemas.config import InfoSearchParams
 from ifsynth.schemas.modes import CHANGED, INFOSEARCH_MODES, OG, REVERSED
 from ifsynth.schemas.records import ItemRecord, StageCounts
 

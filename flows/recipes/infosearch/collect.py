@@ -10,10 +10,10 @@ from __future__ import annotations
 
 from typing import Literal
 
+from ifsynth.flows.recipes.infosearch.settings import Dimension, InfoSearchParams
 from ifsynth.flows.run.context import RunContext
 from ifsynth.flows.run.stage import Outcome, StageWriter
 from ifsynth.flows.seeds import SeedSource, open_source
-from ifsynth.schemas.config import Dimension, InfoSearchParams
 from ifsynth.schemas.records import ItemRecord, StageCounts
 from ifsynth.schemas.seeds import SeedPair, SeedPassage
 from ifsynth.warehouse.keys import hash_sample, item_id

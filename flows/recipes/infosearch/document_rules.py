@@ -14,9 +14,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
+from ifsynth.flows.recipes.infosearch.settings import InfoSearchParams
 from ifsynth.flows.run.context import RunContext
 from ifsynth.flows.run.stage import Outcome, StageWriter
-from ifsynth.schemas.config import InfoSearchParams
 from ifsynth.schemas.records import ItemRecord, StageCounts
 
 

@@ -21,9 +21,9 @@ from dataclasses import dataclass
 
 from ifsynth.flows.evaluation.metrics import ranking
 from ifsynth.flows.evaluation.retrieval import Run, bm25, read_run
+from ifsynth.flows.recipes.infosearch.settings import InfoSearchParams
 from ifsynth.flows.run.context import RunContext
 from ifsynth.flows.run.stage import Outcome, StageWriter
-from ifsynth.schemas.config import InfoSearchParams
 from ifsynth.schemas.errors import ConfigError
 from ifsynth.schemas.records import ItemRecord, StageCounts
 

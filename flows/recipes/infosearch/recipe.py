@@ -13,13 +13,14 @@ from ifsynth.flows.recipes.infosearch.keywords import ExtractKeywords
 from ifsynth.flows.recipes.infosearch.negatives import GenerateNegatives
 from ifsynth.flows.recipes.infosearch.panel import review_documents
 from ifsynth.flows.recipes.infosearch.reversal import ReverseInstructions
+from ifsynth.flows.recipes.infosearch.settings import InfoSearchParams
 from ifsynth.flows.run.stage import Call, Stage
 from ifsynth.flows.seeds import SeedSource
 from ifsynth.flows.stages.instructions import GenerateInstructions
 from ifsynth.flows.stages.judge import JudgeRelevance, fields
 from ifsynth.flows.stages.rewrite import RewritePassages
 from ifsynth.schemas.answers import NegationJudgement, TwoSentenceInstruction
-from ifsynth.schemas.config import InfoSearchParams, RecipeParams
+from ifsynth.schemas.config import RecipeParams
 from ifsynth.schemas.records import ItemRecord
 
 

@@ -4,13 +4,14 @@ assemble."""
 from __future__ import annotations
 
 from ifsynth.flows.recipes.instructir.group_filter import filter_groups
+from ifsynth.flows.recipes.instructir.settings import InstructIRParams
 from ifsynth.flows.run.stage import Call, Stage
 from ifsynth.flows.stages.assemble import assemble_release
 from ifsynth.flows.stages.instructions import GenerateInstructions
 from ifsynth.flows.stages.judge import JudgePick, JudgeRelevance
 from ifsynth.flows.stages.rewrite import RewritePassages
 from ifsynth.flows.stages.select import select_seeds
-from ifsynth.schemas.config import InstructIRParams, RecipeParams
+from ifsynth.schemas.config import RecipeParams
 
 
 def stages(params: RecipeParams) -> list[Stage]:
