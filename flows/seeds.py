@@ -30,13 +30,13 @@ class SeedSource(Protocol):
     def passages(self) -> Iterator[SeedPassage]: ...
 
 
-def open_source(spec: str, demo: tuple[str, ...] = ()) -> SeedSource:
-    """``demo``, ``beir:DIR`` or ``irds:ID``; ``demo`` is the built-in folder under ``demo_seeds/<demo...>`` (a
-    recipe's or a dimension's own; the InstructIR-style seeds without one)."""
+def open_source(spec: str, demo: tuple[str, ...] = (), package: str = "ifsynth.flows") -> SeedSource:
+    """``demo``, ``beir:DIR`` or ``irds:ID``; ``demo`` is the folder ``demo_seeds/<demo...>`` of ``package`` (a
+    recipe's or a dimension's own; ifsynth's InstructIR-style seeds without one)."""
     kind, _, rest = spec.partition(":")
     if spec == "demo":
         label = f"demo ({demo[-1]})" if demo else "demo"
-        return BeirFolder(Path(str(resources.files("ifsynth.flows").joinpath("demo_seeds", *demo))), spec=label)
+        return BeirFolder(Path(str(resources.files(package).joinpath("demo_seeds", *demo))), spec=label)
     if kind == "beir" and rest:
         return BeirFolder(Path(rest).expanduser(), spec=spec)
     if kind == "irds" and rest:

@@ -45,18 +45,24 @@ class Rendered:
     messages: tuple[dict[str, str], ...]
 
 
-class Prompts:
-    """Loads, renders and hashes templates; an overlay directory wins over the built-in files."""
+BUILTIN = "ifsynth.prompts"
 
-    def __init__(self, overlay: str | Path | None = None) -> None:
-        loaders: list[Any] = [PackageLoader("ifsynth.prompts", "")]
+
+class Prompts:
+    """Loads, renders and hashes templates; an overlay directory wins over the built-in files.
+
+    ``package`` holds the templates (``<recipe>/<stage>.j2``): ifsynth's own, or a recipe package's."""
+
+    def __init__(self, overlay: str | Path | None = None, package: str = BUILTIN) -> None:
+        self.package = package
+        loaders: list[Any] = [PackageLoader(package, "")]
         if overlay is not None:
             if not Path(overlay).is_dir():
                 raise PromptError(f"--prompts-dir `{overlay}` is not a directory")
             loaders.insert(0, FileSystemLoader(str(overlay)))
         self.overlay = Path(overlay) if overlay is not None else None
         if self.overlay is not None:
-            _check_overlay(self.overlay)
+            _check_overlay(self.overlay, builtin_templates(package))
         self._env = ImmutableSandboxedEnvironment(
             loader=ChoiceLoader(loaders),
             undefined=StrictUndefined,
@@ -118,18 +124,17 @@ class Prompts:
         return template
 
 
-def builtin_templates() -> set[str]:
-    """``<recipe>/<stage>`` of every template this package ships."""
-    root = resources.files("ifsynth.prompts")
+def builtin_templates(package: str = BUILTIN) -> set[str]:
+    """``<recipe>/<stage>`` of every template ``package`` ships."""
+    root = resources.files(package)
     return {
         f"{d.name}/{f.name[:-3]}" for d in root.iterdir() if d.is_dir() for f in d.iterdir() if f.name.endswith(".j2")
     }
 
 
-def _check_overlay(overlay: Path) -> None:
+def _check_overlay(overlay: Path, known: set[str]) -> None:
     """Every overlay file replaces a built-in template and stays inside the overlay: a misspelt name would be
     ignored, and a symlink could pull any file of the machine into a prompt."""
-    known = builtin_templates()
     root = overlay.resolve()
     for path in sorted(overlay.rglob("*.j2")):
         name = path.relative_to(overlay).as_posix()[:-3]

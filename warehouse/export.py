@@ -33,6 +33,8 @@ FORMATS: tuple[str, ...] = (
 # a recipe's own formats -> that recipe (triplets also take followir releases)
 RECIPE_OF = {fmt: module.RECIPE for module in (export_infir, export_followir, export_ifir) for fmt in module.FORMATS}
 SEP = " [SEP] "
+# a recipe's own format: (folder, the release's documents, queries and qrels as rows) -> the files it wrote
+Exporter = Callable[[Path, list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]]], list[Path]]
 _QUERY_ORDER = "ORDER BY q.group_id, TRY_CAST(string_split(q.query_id, '_')[-1] AS INTEGER), q.query_id"
 
 
@@ -56,9 +58,11 @@ def export(
     anchor: export_infir.AnchorOrder = "query-instruction",
     overwrite: bool = False,
     endpoints: bool = False,
+    exporter: Exporter | None = None,
 ) -> list[Path]:
     """Write ``release`` as ``fmt`` into ``out``; ``anchor`` orders an InF-IR triplet's anchor; the card names
-    the endpoints' URLs only with ``endpoints`` (else their kind: a URL may name a private host).
+    the endpoints' URLs only with ``endpoints`` (else their kind: a URL may name a private host). ``exporter``
+    writes a format the release's recipe declares itself.
 
     The files are written into a hidden sibling folder and renamed into place at the end, so an export that
     is killed leaves the previous one (or none), never a mix. A folder that already holds files is replaced
@@ -77,7 +81,7 @@ def export(
     if out.is_dir() and any(out.iterdir()) and not overwrite:
         raise WarehouseError(f"`{out}` already holds files; pass --overwrite to replace them, or another --out")
     with _staged(out) as staging:
-        written = _write(warehouse, release, fmt, staging, card, anchor, meta[0]["run_id"], endpoints)
+        written = _write(warehouse, release, fmt, staging, card, anchor, meta[0]["run_id"], endpoints, exporter)
     return [out / path.relative_to(staging) for path in written]
 
 
@@ -107,6 +111,7 @@ def _write(
     anchor: export_infir.AnchorOrder,
     run_id: str | None,
     endpoints: bool,
+    exporter: Exporter | None = None,
 ) -> list[Path]:
     docs = warehouse._sql(
         "SELECT doc_id, title, text, meta FROM release_docs WHERE release = ? ORDER BY doc_id", [release]
@@ -127,7 +132,9 @@ def _write(
             f"release {release} is empty: no query was kept, so there is nothing to export "
             "(`ifsynth funnel` shows where the items went)"
         )
-    if fmt == "infosearch":
+    if exporter is not None:
+        written = exporter(out, docs, queries, qrels)
+    elif fmt == "infosearch":
         from ifsynth.warehouse.export_infosearch import write_infosearch  # it builds on this module's writers
 
         written = write_infosearch(out, docs, queries, qrels, card)

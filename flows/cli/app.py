@@ -460,13 +460,19 @@ def export(
     overwrite: Annotated[bool, typer.Option("--overwrite", help="Replace what the --out folder holds.")] = False,
     card_endpoints: CardEndpoints = False,
 ) -> None:
-    """Write a run's release in a standard layout, with its dataset card."""
-    if fmt not in FORMATS:
-        raise typer.BadParameter(f"--format must be one of {', '.join(FORMATS)}")
+    """Write a run's release in a standard layout, or one its recipe declares, with its dataset card."""
+    from ifsynth.flows.run.registry import exporter, recipes
+    from ifsynth.warehouse.stats import release_meta
+
     if anchor not in ANCHOR_ORDERS:
         raise typer.BadParameter(f"--anchor must be one of {', '.join(ANCHOR_ORDERS)}")
+    if fmt not in FORMATS and all(fmt not in r.exports for r in recipes().values()):
+        raise typer.BadParameter(f"--format must be one of {', '.join(FORMATS)}, or a format a recipe declares")
     with _open(ctx) as warehouse:
         release = release_for(warehouse, run_ref)
+        own = exporter(release_meta(warehouse, release)["recipe"], fmt)
+        if own is None and fmt not in FORMATS:
+            raise typer.BadParameter(f"--format {fmt} is another recipe's; release {release} does not take it")
         written = export_release(
             warehouse,
             release,
@@ -475,6 +481,7 @@ def export(
             anchor=anchor,  # type: ignore[arg-type]
             overwrite=overwrite,
             endpoints=card_endpoints,
+            exporter=own,
         )
     out.print(f"release {release}: {len(written)} files written to {out_dir.resolve()} ({fmt})")
 

@@ -105,7 +105,7 @@ class RunContext:
         """The context of a run with this config: its parameters, templates and seeds."""
         chosen = recipe(config.recipe)
         params = chosen.settings.model_validate(config.params)
-        prompts, source = Prompts(config.prompts_dir), chosen.source(config.seeds, params)
+        prompts, source = Prompts(config.prompts_dir, chosen.prompts), chosen.source(config.seeds, params)
         humans = review.decisions(warehouse, config.humans_from or run_id)
         return cls(
             run_id, config, params, warehouse, prompts, source, progress or NoProgress(), budget or Budget(), humans

@@ -40,7 +40,10 @@ class Recipe:
     ``variants`` are settings that between them reach every stage the recipe has (FollowIR's train mode runs
     other stages than its eval mode), so the templates derived from the stages are all of them. ``seeds`` is
     ``module:function`` for a recipe that reads more than the run's one seed source (InfoSearch: one per
-    dimension). ``metrics`` are what ``evaluate`` scores its releases with."""
+    dimension). ``metrics`` are what ``evaluate`` scores its releases with. ``prompts`` is the package whose
+    ``<name>/`` folder holds the templates, ``demo`` the package whose ``demo_seeds/`` folder ``--seeds demo``
+    reads, and ``exports`` the recipe's own export formats, each ``module:function`` writing a release's rows
+    (``warehouse.export.Exporter``) beside the formats every release takes."""
 
     name: str
     paper: str
@@ -49,6 +52,9 @@ class Recipe:
     variants: tuple[Mapping[str, Any], ...] = ({},)
     seeds: str | None = None
     metrics: RecipeMetrics = field(default_factory=RecipeMetrics)
+    prompts: str = "ifsynth.prompts"
+    demo: str = "ifsynth.flows"
+    exports: Mapping[str, str] = field(default_factory=dict)
     summary: str = ""  # one line for `ifsynth run --help`
 
     @property
@@ -86,7 +92,7 @@ class Recipe:
             return list(_load(self.seeds)(seeds, params))
         from ifsynth.flows.seeds import open_source
 
-        return [open_source(seeds)]
+        return [open_source(seeds, package=self.demo)]
 
     def source(self, seeds: str, params: RecipeParams) -> SeedSource:
         """The source a run's stages read (``ctx.source``): the one its recipe names (FollowIR's demo topics), else
@@ -96,7 +102,7 @@ class Recipe:
             return sources[0]
         from ifsynth.flows.seeds import open_source
 
-        return open_source(seeds)
+        return open_source(seeds, package=self.demo)
 
 
 @cache
@@ -126,3 +132,12 @@ def recipe(name: str) -> Recipe:
 def metrics_of(name: str) -> RecipeMetrics:
     """What ``evaluate`` scores a release of recipe ``name`` with."""
     return recipe(name).metrics
+
+
+def exporter(name: str, fmt: str) -> Callable[..., Any] | None:
+    """Recipe ``name``'s own writer of export format ``fmt``, if it declares one."""
+    declared = recipes().get(name)
+    if declared is None or fmt not in declared.exports:
+        return None
+    writer: Callable[..., Any] = _load(declared.exports[fmt])
+    return writer

@@ -95,7 +95,7 @@ def checked(config: RunConfig, progress: Progress) -> tuple[Prompts, list[str]]:
     if config.max_cost is not None:
         for model in {config.model_for("generator"), config.model_for("judge")} - set(config.prices):
             raise ConfigError(f"--max-cost needs the price of `{model}`: set prices.{model}.input and .output")
-    prompts = Prompts(config.prompts_dir)
+    prompts = Prompts(config.prompts_dir, chosen.prompts)
     templates = [f"{config.recipe}/{name}" for name in chosen.templates]
     for name in templates:
         prompts.check(name)  # a missing, broken or empty template fails here, before any call

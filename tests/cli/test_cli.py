@@ -272,12 +272,11 @@ def test_a_running_run_can_be_watched_from_another_process(server: FakeOpenAI, t
             time.sleep(0.05)
         seen = []
         for _ in range(2):
-            asked = time.monotonic()
             funnel = as_json(cli("--warehouse", str(warehouse), "funnel", "--json"))
-            answered = time.monotonic()
             runs = as_json(cli("--warehouse", str(warehouse), "runs", "--json"))
-            assert answered - asked < 5 and time.monotonic() - answered < 5, "each answered within 5 s"
+            # answered while the run goes on, not once it let go of the warehouse
             assert funnel["status"] == "running" and [r["status"] for r in runs] == ["running"]
+            assert child.poll() is None
             seen.append((funnel["llm_calls"]["sent"], funnel["in_progress"]))
             time.sleep(2.5)
         assert seen[1][0] > seen[0][0], f"the counts grow while the run writes: {seen}"

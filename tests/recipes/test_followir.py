@@ -22,6 +22,7 @@ import pytest
 from ifsynth.flows.evaluation.evaluate_release import EvaluateOptions, evaluate
 from ifsynth.flows.evaluation.metrics import pmrr_pair
 from ifsynth.flows.run.config import resolve
+from ifsynth.flows.run.registry import metrics_of
 from ifsynth.flows.run.runner import execute
 from ifsynth.flows.seeds import BeirFolder
 from ifsynth.warehouse import audit
@@ -267,8 +268,10 @@ def test_evaluate_scores_map_ndcg_and_a_p_mrr_computed_by_hand(release: dict[str
             expected.append(sum(pairs) / len(pairs))
         run_file = tmp_path / "fixed.trec"
         run_file.write_text("\n".join(lines) + "\n")
-        report = evaluate(wh, name, EvaluateOptions(run_file=run_file), notify=lambda _: None)
-        bm25 = evaluate(wh, name, EvaluateOptions(retriever="bm25", out_file=tmp_path / "bm25.trec"), notify=print)
+        report = evaluate(wh, name, EvaluateOptions(run_file=run_file), metrics_of, notify=lambda _: None)
+        bm25 = evaluate(
+            wh, name, EvaluateOptions(retriever="bm25", out_file=tmp_path / "bm25.trec"), metrics_of, notify=print
+        )
     assert report["setting"] == "rerank top_ranked"
     assert report["p-mrr"] == pytest.approx(sum(expected) / len(expected))
     assert report["p-mrr"] > 0, "the flipped documents moved down"

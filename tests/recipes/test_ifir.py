@@ -21,6 +21,7 @@ from ifsynth.flows.evaluation.evaluate_release import EvaluateOptions, evaluate
 from ifsynth.flows.recipes.ifir.select import seed_sources
 from ifsynth.flows.recipes.ifir.settings import IFIRParams
 from ifsynth.flows.run.config import resolve
+from ifsynth.flows.run.registry import metrics_of
 from ifsynth.flows.run.runner import execute
 from ifsynth.schemas.errors import ConfigError
 from ifsynth.schemas.ifir import DOMAINS, SCHEMES, level_mode, release_id
@@ -245,7 +246,9 @@ def test_the_ifir_export_nests_and_imports_back_into_the_same_counts(release: di
 def test_evaluate_scores_every_level_by_domain_with_its_instfol(release: dict[str, Any], tmp_path: Path) -> None:
     with FakeOpenAI() as judge, Warehouse(release["warehouse"]) as wh:
         options = {"out_file": tmp_path / "bm25.trec", "base_url": judge.base_url, "judge_model": "judge"}
-        report = evaluate(wh, release["name"], EvaluateOptions(retriever="bm25", instfol=True, **options), notify=print)
+        report = evaluate(
+            wh, release["name"], EvaluateOptions(retriever="bm25", instfol=True, **options), metrics_of, notify=print
+        )
     assert set(report["modes"]) == {level_mode(n) for n in (1, 2, 3)}
     for block in report["modes"].values():
         assert 0 < block["ndcg@20"] <= 1 and 0 < block["mrr@20"] <= 1, "BM25 finds some relevant passages"
