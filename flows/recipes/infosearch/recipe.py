@@ -6,14 +6,14 @@ from __future__ import annotations
 from functools import partial
 from typing import Any
 
-from ifsynth.flows.recipes.infosearch.assemble import assemble_infosearch
-from ifsynth.flows.recipes.infosearch.collect import collect_seeds, dimension_source
-from ifsynth.flows.recipes.infosearch.document_rules import check_documents
+from ifsynth.flows.recipes.infosearch.assemble import AssembleInfoSearch
+from ifsynth.flows.recipes.infosearch.collect import CollectSeeds, dimension_source
+from ifsynth.flows.recipes.infosearch.document_rules import CheckDocuments
 from ifsynth.flows.recipes.infosearch.keywords import ExtractKeywords
 from ifsynth.flows.recipes.infosearch.negatives import GenerateNegatives
-from ifsynth.flows.recipes.infosearch.panel import review_documents
+from ifsynth.flows.recipes.infosearch.panel import ReviewDocuments
 from ifsynth.flows.recipes.infosearch.reversal import ReverseInstructions
-from ifsynth.flows.run.stage import Call, Stage
+from ifsynth.flows.run.stage import Stage
 from ifsynth.flows.seeds import SeedSource
 from ifsynth.flows.stages.instructions import GenerateInstructions
 from ifsynth.flows.stages.judge import JudgeRelevance, fields
@@ -83,7 +83,7 @@ def stages(params: RecipeParams) -> list[Stage]:
     assert isinstance(params, InfoSearchParams)
     p = params
     return [
-        Call("collect", collect_seeds),
+        CollectSeeds(),
         ExtractKeywords(max_tokens=p.max_tokens_keyword),
         RewritePassages(
             source="collect",
@@ -92,7 +92,7 @@ def stages(params: RecipeParams) -> list[Stage]:
             keep=partial(seed_to_rewrite, p),
         ),
         GenerateNegatives(per_positive=p.negatives_per_positive, max_tokens=p.max_tokens_negatives),
-        Call("rules", check_documents, {"sources": ("collect", "keywords", "rewrite", "negatives")}),
+        CheckDocuments(sources=("collect", "keywords", "rewrite", "negatives")),
         JudgeRelevance(
             name="judge_rewrite",
             source="rules",
@@ -109,7 +109,7 @@ def stages(params: RecipeParams) -> list[Stage]:
             max_tokens=p.max_tokens_judge,
             keep=is_negative,
         ),
-        Call("panel", review_documents, {"source": "rules"}, whole=True),
+        ReviewDocuments(),
         GenerateInstructions(
             source="rules",
             max_tokens=p.max_tokens_instruction,
@@ -126,5 +126,5 @@ def stages(params: RecipeParams) -> list[Stage]:
             schema=NegationJudgement,
             variables=fields("instruction", "reversed_instruction"),
         ),
-        Call("assemble", assemble_infosearch, {"reversals": "reversal", "negatives": "rules"}, whole=True),
+        AssembleInfoSearch(),
     ]
