@@ -65,15 +65,19 @@ class ConditionedDocument(Document):
     condition: str
 
 
-class Instruction(ConditionedDocument):
-    """A document's instruction (kind ``instruction``): the core query restated plus a restriction only its
-    own condition meets."""
+class Instruction(Payload):
+    """A positive's instruction (kind ``instruction``): the core query restated plus a restriction only its
+    own condition meets; the reversal negates the restriction."""
 
+    dimension: str
+    query: str
     instruction: str
     restriction: str
 
 
-class ReversedInstruction(Instruction):
-    """An instruction with its restriction negated (kind ``reversal``): the finished positive a release reads."""
+class ReversedInstruction(ConditionedDocument):
+    """A positive with its instruction and the instruction's reversal (kind ``reversal``): what a release
+    reads of a finished positive."""
 
+    instruction: str
     reversed_instruction: str

@@ -21,7 +21,8 @@ from ifsynth.schemas.seeds import SeedPair, SeedPassage, SeedQuery
 from ifsynth.warehouse.keys import item_id
 from tests.helpers import at, env, item, ok, unusable
 
-DOCUMENT = item("collect", "document", dimension="keyword", query="tides", passage="Tides follow the moon.", ord=2)
+DOCUMENT = item("collect", "document", dimension="keyword", query_id="7", query="tides", position=2, condition=None,
+                origin="seed", doc_id="d2", passage="Tides follow the moon.", ord=2)  # fmt: skip
 
 
 def test_keywords_serve_only_documents_without_a_condition() -> None:
@@ -132,9 +133,9 @@ POSITIVE: dict[str, Any] = {"query_id": "kw1", "position": 1, "origin": "seed", 
 
 
 def test_rules_check_what_has_a_condition_and_query_negatives_only() -> None:
-    assert conditioned(item("keywords", "document", dimension="keyword", condition="moon"))
+    assert conditioned(DOCUMENT.model_copy(update={"payload": {**DOCUMENT.payload, "condition": "moon"}}))
     assert conditioned(item("negatives", "negative"))
-    assert not conditioned(item("collect", "document", dimension="keyword", condition=None))
+    assert not conditioned(DOCUMENT), "a keyword dimension's seed waits for its keyword"
     assert not conditioned(item("collect", "query"))
 
 

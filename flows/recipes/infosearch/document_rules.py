@@ -195,7 +195,7 @@ class CheckDocuments(RuleStage[Checked]):
 
 def conditioned(item: ItemRecord) -> bool:
     """A query negative, or a document whose condition is named: what the rules check."""
-    return item.kind != "query" and not (item.kind == "document" and item.payload.get("condition") is None)
+    return item.kind != "query" and not (item.kind == "document" and item.read(Document).condition is None)
 
 
 def siblings(core: CoreQuery | None, item: ItemRecord) -> list[str]:

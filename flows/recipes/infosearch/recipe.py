@@ -20,6 +20,7 @@ from ifsynth.flows.stages.judge import JudgeRelevance, fields
 from ifsynth.flows.stages.rewrite import RewritePassages
 from ifsynth.schemas.answers import NegationJudgement, TwoSentenceInstruction
 from ifsynth.schemas.config import InfoSearchParams, RecipeParams
+from ifsynth.schemas.infosearch import ConditionedDocument, Document
 from ifsynth.schemas.records import ItemRecord
 
 
@@ -33,19 +34,20 @@ def seed_to_rewrite(p: InfoSearchParams, item: ItemRecord) -> bool:
     """A collected seed document whose dimension makes its other conditions by rewriting it."""
     if item.kind != "document":
         return False
-    spec = p.dimension_specs[item.payload["dimension"]]
-    return bool(spec.rewrites) and item.payload["condition"] == spec.seed_condition
+    document = item.read(Document)
+    spec = p.dimension_specs[document.dimension]
+    return bool(spec.rewrites) and document.condition == spec.seed_condition
 
 
 def rewrite_targets(p: InfoSearchParams, document: ItemRecord) -> list[dict[str, Any]]:
     """One rewrite per condition the seed document lacks."""
-    payload = document.payload
-    spec = p.dimension_specs[payload["dimension"]]
+    seed = document.read(Document)
+    spec = p.dimension_specs[seed.dimension]
     return [
         {
-            "query": payload["query"],
-            "passage": payload["passage"],
-            "dimension": payload["dimension"],
+            "query": seed.query,
+            "passage": seed.passage,
+            "dimension": seed.dimension,
             "seed_kind": spec.seed_kind,
             "condition": condition,
             "target": target,
@@ -57,18 +59,18 @@ def rewrite_targets(p: InfoSearchParams, document: ItemRecord) -> list[dict[str,
 
 
 def instruction_variables(p: InfoSearchParams, document: ItemRecord) -> dict[str, Any]:
-    payload = document.payload
-    spec = p.dimension_specs[payload["dimension"]]
+    positive = document.read(ConditionedDocument)
+    spec = p.dimension_specs[positive.dimension]
     return {
-        "query": payload["query"],
-        "dimension": payload["dimension"],
-        "condition": payload["condition"],
-        "siblings": [c for c in spec.conditions if c != payload["condition"]],
+        "query": positive.query,
+        "dimension": positive.dimension,
+        "condition": positive.condition,
+        "siblings": [c for c in spec.conditions if c != positive.condition],
     }
 
 
 def rewritten(item: ItemRecord) -> bool:
-    return item.payload.get("origin") == "rewrite"
+    return item.kind == "document" and item.read(Document).origin == "rewrite"
 
 
 def is_negative(item: ItemRecord) -> bool:
