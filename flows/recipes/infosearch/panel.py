@@ -92,13 +92,13 @@ class ReviewDocuments(RuleStage[Review]):
             panel = [Ranker("bm25", bm25(docs, queries, depth=params.panel_depth), any_script=False)]
             panel += [Ranker(path, run, any_script=True) for path, run in files.items()]
             scripts = params.dimension_specs[dimension].scripts
-            page = []
+            reviews = []
             for item in items:
                 if item.kind != "document":
                     continue
                 foreign = scripts.get(item.read(ConditionedDocument).condition, "latin") != "latin"
-                page.append(Review(item, [ranker for ranker in panel if ranker.any_script or not foreign]))
-            yield page
+                reviews.append(Review(item, [ranker for ranker in panel if ranker.any_script or not foreign]))
+            yield reviews
 
     def decide(self, env: Env, page: list[Review]) -> Iterable[Decided]:
         params = env.params
