@@ -59,8 +59,8 @@ class DimensionSeeds:
 
 @dataclass(frozen=True, kw_only=True)
 class CollectSeeds(RuleStage[DimensionSeeds]):
-    """Every seed pair of every dimension: short of positives, rejected with the count; else drawn (its core
-    query and documents pass on) or set aside."""
+    """Every seed pair of every dimension: short of positives, rejected with the count; else it passes, and
+    passes on its core query and documents when the draw takes it."""
 
     name: str = "collect"
 
