@@ -11,7 +11,7 @@ from ifsynth.flows.recipes.infosearch.collect import CollectSeeds, DimensionSeed
 from ifsynth.flows.recipes.infosearch.document_rules import CheckDocuments, Checked, conditioned
 from ifsynth.flows.recipes.infosearch.keywords import ExtractKeywords
 from ifsynth.flows.recipes.infosearch.negatives import GenerateNegatives
-from ifsynth.flows.recipes.infosearch.panel import Ranker, Review, ReviewDocuments
+from ifsynth.flows.recipes.infosearch.panel import Ranker, Review, ReviewDocuments, judging
 from ifsynth.flows.recipes.infosearch.reversal import ReverseInstructions
 from ifsynth.flows.run.stage import Outcome
 from ifsynth.flows.stages.assemble import Rows
@@ -205,6 +205,11 @@ def test_the_panel_rejects_what_enough_of_enough_rankers_miss() -> None:
         "panel: 1 of 2 rankers place it outside their top 50 for its query (bm25 >50, dense 2)"
     )
     assert reviewed(PLACES, PLACES, panel_depth=1).decision == "reject", "ranked second, below a depth of 1"
+
+
+def test_bm25_abstains_on_a_positive_in_another_script_than_its_query() -> None:
+    assert judging([MISSES, PLACES], foreign=True) == [PLACES]
+    assert judging([MISSES, PLACES], foreign=False) == [MISSES, PLACES]
 
 
 def test_a_panel_too_small_to_reject_keeps_its_flag_on_record() -> None:

@@ -97,13 +97,19 @@ class ReviewDocuments(RuleStage[Review]):
                 if item.kind != "document":
                     continue
                 foreign = scripts.get(item.read(ConditionedDocument).condition, "latin") != "latin"
-                reviews.append(Review(item, [ranker for ranker in panel if ranker.any_script or not foreign]))
+                reviews.append(Review(item, judging(panel, foreign=foreign)))
             yield reviews
 
     def decide(self, env: Env, page: list[Review]) -> Iterable[Decided]:
         params = env.params
         assert isinstance(params, InfoSearchParams)
         return [(entry.document.item_id, review(env, entry, params)) for entry in page]
+
+
+def judging(panel: list[Ranker], *, foreign: bool) -> list[Ranker]:
+    """The rankers that can judge a positive: all, or, for one written in another script than its query, those
+    that read any script (not BM25)."""
+    return [ranker for ranker in panel if ranker.any_script or not foreign]
 
 
 def review(env: Env, entry: Review, params: InfoSearchParams) -> Outcome:
