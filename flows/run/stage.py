@@ -251,7 +251,7 @@ class RuleStage(Stage, Generic[T]):
 
     ``inputs`` reads pages of inputs (by default the ``ok`` items of ``source``); ``decide`` turns one page into
     each input's outcome, purely; ``finish`` is where a stage that makes more than items and verdicts (a
-    release) writes it, after the last page."""
+    release) writes it, once the outcomes are written and counted."""
 
     name: str
     source: str = ""
@@ -268,8 +268,9 @@ class RuleStage(Stage, Generic[T]):
     def decide(self, env: Env, page: list[T]) -> Iterable[Decided]:
         """Each input's outcome."""
 
-    def finish(self, ctx: RunContext, env: Env) -> None:
-        """Write what the stage makes besides its outcomes; nothing by default."""
+    def finish(self, ctx: RunContext, env: Env, counts: StageCounts) -> None:
+        """Write what the stage makes besides its outcomes, once they are counted (a release's card states
+        them); nothing by default."""
 
     def run(self, ctx: RunContext, order: int) -> StageCounts:
         env = stage_env(ctx, self.name)
@@ -278,8 +279,9 @@ class RuleStage(Stage, Generic[T]):
             for input_id, outcome in self.decide(env, page):
                 writer.add(input_id, outcome)
                 ctx.progress.advance(self.name)
-        self.finish(ctx, env)
-        return writer.close()
+        counts = writer.close()
+        self.finish(ctx, env, counts)
+        return counts
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -18,14 +18,17 @@ Query negatives are in the corpus and in no qrels row (non-relevant in every mod
 from __future__ import annotations
 
 import json
-from typing import Any
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from typing import Any, ClassVar
 
 from ifsynth.flows.recipes.infosearch.settings import InfoSearchParams
 from ifsynth.flows.run.context import RunContext
-from ifsynth.flows.run.stage import Outcome, StageWriter
+from ifsynth.flows.run.stage import Decided, Env, Outcome, RuleStage
 from ifsynth.flows.stages.assemble import Rows, publish, release_card
+from ifsynth.schemas.infosearch import CoreQuery, QueryNegative, ReversedInstruction
 from ifsynth.schemas.modes import CHANGED, INFOSEARCH_MODES, OG, REVERSED
-from ifsynth.schemas.records import ItemRecord, StageCounts
+from ifsynth.schemas.records import ItemRecord, Payload, StageCounts
 
 QRELS_NOTE = [
     "Qrels per mode, for each instructed query (one per core query and condition), over the positives of its",
@@ -48,60 +51,93 @@ def _grouped(ctx: RunContext, stage: str, kind: str | None = None) -> dict[str, 
     return groups
 
 
-def assemble_infosearch(ctx: RunContext, order: int, *, stage: str, reversals: str, negatives: str) -> StageCounts:
+@dataclass(frozen=True)
+class Core:
+    """A core query with its finished positives (any number per condition) and its query negatives."""
+
+    query: ItemRecord
+    finished: list[ItemRecord]
+    negatives: list[ItemRecord]
+
+
+@dataclass(frozen=True, kw_only=True)
+class AssembleInfoSearch(RuleStage[Core]):
     """Every complete core query (read from ``collect``, its positives from ``reversals``, its negatives from
     ``negatives``) becomes release rows; the others are rejected with what they lacked."""
-    cores = _grouped(ctx, "collect", "query")
-    finished, made = _grouped(ctx, reversals), _grouped(ctx, negatives, "negative")
-    writer = StageWriter(ctx, stage, order, total=len(cores))
-    rows, accepted = Rows(), []
-    tallies: dict[str, dict[str, int]] = {}
-    for group_id in sorted(cores):
-        (core,) = cores[group_id]
-        positives, negative_items = complete_positives(core, finished.get(group_id, [])), made.get(group_id, [])
-        rejected = incomplete(writer, core, positives, negative_items)
-        if rejected is not None:
-            writer.add(core.item_id, rejected)
-            continue
-        dimension = core.payload["dimension"]
-        release_rows(rows, group_id, dimension, list(positives.values()), negative_items)
-        accepted += [item.item_id for item in positives.values()]
-        tally = tallies.setdefault(dimension, {"core": 0, "instructed": 0, "negatives": 0})
-        tally["core"] += 1
-        tally["instructed"] += len(positives)
-        tally["negatives"] += len(negative_items)
-        writer.add(core.item_id, Outcome("pass", n_out=len(positives)))
-        ctx.progress.advance(stage)
-    writer.mark(accepted, "accepted")
-    counts = writer.close()
-    publish(ctx, card(ctx, counts, tallies, corpus=len(rows.docs)), rows.docs, rows.queries, rows.qrels)
-    return counts
+
+    reads: ClassVar[type[Payload]] = ReversedInstruction
+    name: str = "assemble"
+    reversals: str = "reversal"
+    negatives: str = "rules"
+    whole: bool = True
+
+    def total(self, ctx: RunContext) -> int:
+        return len(_grouped(ctx, "collect", "query"))
+
+    def inputs(self, ctx: RunContext) -> Iterator[list[Core]]:
+        """One page, in group order: hundreds of core queries, not millions."""
+        cores = _grouped(ctx, "collect", "query")
+        finished, made = _grouped(ctx, self.reversals), _grouped(ctx, self.negatives, "negative")
+        yield [
+            Core(query, finished.get(group_id, []), made.get(group_id, []))
+            for group_id, (query,) in sorted(cores.items())
+        ]
+
+    def decide(self, env: Env, page: list[Core]) -> Iterable[Decided]:
+        for core in page:
+            positives = complete_positives(core)
+            if complete(core, positives):
+                yield core.query.item_id, Outcome("pass", n_out=len(positives))
+            else:
+                yield core.query.item_id, incomplete(env, core, positives)
+
+    def finish(self, ctx: RunContext, env: Env, counts: StageCounts) -> None:
+        """The release of the complete core queries, their positives marked ``accepted``."""
+        rows = Rows()
+        tallies: dict[str, dict[str, int]] = {}
+        accepted: list[str] = []
+        for page in self.inputs(ctx):
+            for core in page:
+                positives = complete_positives(core)
+                if not complete(core, positives):
+                    continue
+                dimension = core.query.read(CoreQuery).dimension
+                release_rows(rows, core.query.group_id, dimension, list(positives.values()), core.negatives)
+                accepted += [item.item_id for item in positives.values()]
+                tally = tallies.setdefault(dimension, {"core": 0, "instructed": 0, "negatives": 0})
+                tally["core"] += 1
+                tally["instructed"] += len(positives)
+                tally["negatives"] += len(core.negatives)
+        ctx.warehouse.set_status(ctx.run_id, accepted, "accepted")
+        publish(ctx, card(ctx, counts, tallies, corpus=len(rows.docs)), rows.docs, rows.queries, rows.qrels)
 
 
-def complete_positives(core: ItemRecord, finished: list[ItemRecord]) -> dict[int, ItemRecord]:
+def complete_positives(core: Core) -> dict[int, ItemRecord]:
     """The finished document of each of the core query's condition positions that has one (the first, if
     several), in position order."""
     by_position: dict[int, ItemRecord] = {}
-    for item in finished:
-        by_position.setdefault(item.payload["position"], item)
-    return {n: by_position[n] for n in range(1, len(core.payload["conditions"]) + 1) if n in by_position}
+    for item in core.finished:
+        by_position.setdefault(item.read(ReversedInstruction).position, item)
+    required = len(core.query.read(CoreQuery).conditions)
+    return {n: by_position[n] for n in range(1, required + 1) if n in by_position}
 
 
-def incomplete(
-    writer: StageWriter, core: ItemRecord, positives: dict[int, ItemRecord], negatives: list[ItemRecord]
-) -> Outcome | None:
-    """The rejection of a core query short of a condition's document or of any query negative, else None."""
-    required = len(core.payload["conditions"])
+def complete(core: Core, positives: dict[int, ItemRecord]) -> bool:
+    """A document for every condition and at least one query negative: the core query enters the release."""
+    return len(positives) == len(core.query.read(CoreQuery).conditions) and bool(core.negatives)
+
+
+def incomplete(env: Env, core: Core, positives: dict[int, ItemRecord]) -> Outcome:
+    """The rejection of a core query short of a condition's document or of any query negative."""
+    required = len(core.query.read(CoreQuery).conditions)
     missing = [n for n in range(1, required + 1) if n not in positives]
-    if not missing and negatives:
-        return None
     reason = (
         f"complete_core_query: {len(positives)} of {required} conditions complete"
         + (f" (missing positions {missing})" if missing else "")
-        + f"; {len(negatives)} query negatives, at least 1 needed"
+        + f"; {len(core.negatives)} query negatives, at least 1 needed"
     )
-    verdict = writer.verdict(
-        core.item_id, "reject", judge="rule", reason=reason, score=len(positives), threshold=required
+    verdict = env.verdict(
+        core.query.item_id, "reject", judge="rule", reason=reason, score=len(positives), threshold=required
     )
     return Outcome("reject", verdicts=[verdict], n_out=0)
 
@@ -145,50 +181,48 @@ def release_rows(
     def meta(**fields: Any) -> str:
         return json.dumps({"dimension": dimension, **fields}, sort_keys=True, ensure_ascii=False)
 
-    for item in positives:
-        p = item.payload
+    finished = [(item.item_id, item.read(ReversedInstruction)) for item in positives]
+    for item_id, p in finished:
         rows.docs.append(
             {
-                "doc_id": f"{core}_doc{p['position']}",
-                "title": p.get("title", "") if p["origin"] == "seed" else "",
-                "text": p["passage"],
+                "doc_id": f"{core}_doc{p.position}",
+                "title": p.title if p.origin == "seed" else "",
+                "text": p.passage,
                 "meta": meta(
-                    condition=p["condition"],
+                    condition=p.condition,
                     role="positive",
-                    origin=p["origin"],
-                    origin_doc_id=p["doc_id"],
-                    item=item.item_id,
+                    origin=p.origin,
+                    origin_doc_id=p.doc_id,
+                    item=item_id,
                 ),
             }
         )
     for item in negatives:
-        p = item.payload
+        negative = item.read(QueryNegative)
         rows.docs.append(
             {
-                "doc_id": f"{core}_neg{p['number']}",
+                "doc_id": f"{core}_neg{negative.number}",
                 "title": "",
-                "text": p["passage"],
+                "text": negative.passage,
                 "meta": meta(condition=None, role="query_negative", item=item.item_id),
             }
         )
-    for item in positives:
-        p = item.payload
-        query_id, own = f"{core}_{p['position']}", p["position"]
-        instructions = {OG: "", CHANGED: p["instruction"], REVERSED: p["reversed_instruction"]}
+    for item_id, p in finished:
+        query_id, own = f"{core}_{p.position}", p.position
+        instructions = {OG: "", CHANGED: p.instruction, REVERSED: p.reversed_instruction}
         for mode in INFOSEARCH_MODES:
             rows.queries.append(
                 {
                     "mode": mode,
                     "query_id": query_id,
                     "group_id": core,
-                    "query": p["query"],
+                    "query": p.query,
                     "instruction": instructions[mode],
-                    "meta": meta(condition=p["condition"], item=item.item_id),
+                    "meta": meta(condition=p.condition, item=item_id),
                 }
             )
-            for other in positives:
-                position = other.payload["position"]
-                score = {OG: 1, CHANGED: int(position == own), REVERSED: int(position != own)}[mode]
+            for _, other in finished:
+                score = {OG: 1, CHANGED: int(other.position == own), REVERSED: int(other.position != own)}[mode]
                 rows.qrels.append(
-                    {"mode": mode, "query_id": query_id, "doc_id": f"{core}_doc{position}", "score": score}
+                    {"mode": mode, "query_id": query_id, "doc_id": f"{core}_doc{other.position}", "score": score}
                 )

@@ -10,14 +10,15 @@ from __future__ import annotations
 
 import re
 import unicodedata
-from collections.abc import Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import ClassVar, Literal
 
 from ifsynth.flows.recipes.infosearch.settings import InfoSearchParams
 from ifsynth.flows.run.context import RunContext
-from ifsynth.flows.run.stage import Outcome, StageWriter
-from ifsynth.schemas.records import ItemRecord, StageCounts
+from ifsynth.flows.run.stage import Decided, Env, Outcome, RuleStage
+from ifsynth.schemas.infosearch import ConditionedDocument, CoreQuery, CoreText, Document, QueryNegative
+from ifsynth.schemas.records import ItemRecord, Payload
 
 
 def _wordset(text: str) -> frozenset[str]:
@@ -134,11 +135,12 @@ def query_overlap(query: str, document: str, minimum: float) -> Check:
 
 def document_checks(document: ItemRecord, params: InfoSearchParams, siblings: Sequence[str]) -> list[Check]:
     """Every rule that applies to this document, by its dimension's definition."""
-    payload = document.payload
     if document.kind == "negative":
-        return [query_overlap(payload["query"], payload["passage"], params.min_negative_overlap)]
-    spec = params.dimension_specs[payload["dimension"]]
-    condition, text = payload["condition"], payload["passage"]
+        negative = document.read(QueryNegative)
+        return [query_overlap(negative.query, negative.passage, params.min_negative_overlap)]
+    positive = document.read(ConditionedDocument)
+    spec = params.dimension_specs[positive.dimension]
+    condition, text = positive.condition, positive.passage
     checks = []
     if condition in spec.word_bands:
         checks.append(word_band(text, condition, spec.word_bands[condition]))
@@ -153,57 +155,74 @@ def document_checks(document: ItemRecord, params: InfoSearchParams, siblings: Se
     return checks
 
 
-def check_documents(ctx: RunContext, order: int, *, stage: str, sources: Sequence[str]) -> StageCounts:
-    """Documents from ``sources`` that pass every rule continue as items of this stage.
+@dataclass(frozen=True)
+class Checked:
+    """A document to check, with the texts of its siblings (the other positives of its core query)."""
 
-    Siblings (the other positives of a core query) come from the core query items of ``collect``, held in
-    memory: an InfoSearch run has hundreds of core queries, not millions.
-    """
-    params = ctx.params
-    assert isinstance(params, InfoSearchParams)
-    cores = {
-        item.group_id: item.payload
-        for page in ctx.warehouse.items(ctx.run_id, "collect")
-        for item in page
-        if item.kind == "query"
-    }
-    total = sum(ctx.warehouse.count_items(ctx.run_id, source) for source in sources)
-    writer = StageWriter(ctx, stage, order, total)
-    for source in sources:
-        for page in ctx.warehouse.items(ctx.run_id, source):
-            for document in page:
-                if document.kind == "query" or (
-                    document.kind == "document" and document.payload.get("condition") is None
-                ):
-                    continue
-                writer.add(document.item_id, _judge(ctx, writer, document, params, cores))
-                ctx.progress.advance(stage)
-    return writer.close()
+    document: ItemRecord
+    siblings: list[str]
 
 
-def _judge(
-    ctx: RunContext,
-    writer: StageWriter,
-    document: ItemRecord,
-    params: InfoSearchParams,
-    cores: dict[str, dict],
-) -> Outcome:
-    payload = document.payload
-    core = cores.get(document.group_id, {})
-    siblings = [p["text"] for p in core.get("passages", []) if p["doc_id"] != payload.get("doc_id")]
-    checks = document_checks(document, params, siblings)
+@dataclass(frozen=True, kw_only=True)
+class CheckDocuments(RuleStage[Checked]):
+    """Documents from ``sources`` that pass every rule continue as items of this stage."""
+
+    reads: ClassVar[type[Payload]] = CoreText
+    name: str = "rules"
+    sources: tuple[str, ...]
+
+    def total(self, ctx: RunContext) -> int:
+        return sum(ctx.warehouse.count_items(ctx.run_id, source) for source in self.sources)
+
+    def inputs(self, ctx: RunContext) -> Iterator[list[Checked]]:
+        """Every document with a condition, and every query negative, each with its siblings, which come from
+        the core query items of ``collect``, held in memory: a run has hundreds of core queries, not millions."""
+        cores = {
+            item.group_id: item.read(CoreQuery)
+            for page in ctx.warehouse.items(ctx.run_id, "collect")
+            for item in page
+            if item.kind == "query"
+        }
+        for source in self.sources:
+            for page in ctx.warehouse.items(ctx.run_id, source):
+                yield [Checked(item, siblings(cores.get(item.group_id), item)) for item in page if conditioned(item)]
+
+    def decide(self, env: Env, page: list[Checked]) -> Iterable[Decided]:
+        params = env.params
+        assert isinstance(params, InfoSearchParams)
+        return [(entry.document.item_id, rule_outcome(env, entry, params)) for entry in page]
+
+
+def conditioned(item: ItemRecord) -> bool:
+    """A query negative, or a document whose condition is named: what the rules check."""
+    return item.kind != "query" and not (item.kind == "document" and item.read(Document).condition is None)
+
+
+def siblings(core: CoreQuery | None, item: ItemRecord) -> list[str]:
+    """The texts of the other positives of the item's core query (a negative has none)."""
+    if core is None or item.kind == "negative":
+        return []
+    own = item.read(Document).doc_id
+    return [passage.text for passage in core.passages if passage.doc_id != own]
+
+
+def rule_outcome(env: Env, entry: Checked, params: InfoSearchParams) -> Outcome:
+    """One ``rule`` verdict: on rejection the first failing rule by its value and limit, the others in the
+    reason; on a pass every measured value. A passing document continues as a ``document`` (a rewrite too)."""
+    document = entry.document
+    checks = document_checks(document, params, entry.siblings)
     failed = [check for check in checks if not check.passed]
     if failed:
         first, *others = failed
         reason = f"{first.rule}: {first.detail}" + "".join(f"; also {c.rule}: {c.detail}" for c in others)
-        verdict = writer.verdict(
+        verdict = env.verdict(
             document.item_id, "reject", judge="rule", reason=reason, score=first.value, threshold=first.threshold
         )
         return Outcome("reject", verdicts=[verdict])
     verdicts = []
     if checks:  # one verdict per item and stage: the measured values of every rule it passed
         reason = "; ".join(f"{c.rule}: {c.detail}" for c in checks)
-        verdicts.append(writer.verdict(document.item_id, "pass", judge="rule", reason=reason))
+        verdicts.append(env.verdict(document.item_id, "pass", judge="rule", reason=reason))
     kind = document.kind if document.kind == "negative" else "document"
-    kept = writer.child(document, kind, payload, call_keys=document.call_keys, id_as="document")
+    kept = env.child(document, kind, document.payload, call_keys=document.call_keys, id_as="document")
     return Outcome("pass", items=[kept], verdicts=verdicts)

@@ -7,11 +7,13 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import ClassVar
 
 from ifsynth.flows.llm.requests import Ask, Reply
 from ifsynth.flows.run.stage import Env, LLMStage, Outcome
 from ifsynth.schemas.answers import QueryNegatives, query_negatives
-from ifsynth.schemas.records import ItemRecord
+from ifsynth.schemas.infosearch import CoreQuery, QueryNegative
+from ifsynth.schemas.records import ItemRecord, Payload
 
 
 def core_query(item: ItemRecord) -> bool:
@@ -23,31 +25,29 @@ class GenerateNegatives(LLMStage[ItemRecord]):
     """One call per core query asks for ``per_positive`` negatives per positive; each becomes a ``negative``
     item of the query."""
 
+    reads: ClassVar[type[Payload]] = CoreQuery
     name: str = "negatives"
     source: str = "collect"
     per_positive: int
     keep: Callable[[ItemRecord], bool] | None = core_query
 
     def build(self, env: Env, core: ItemRecord) -> list[Ask]:
-        n = self.per_positive * len(core.payload["conditions"])
-        return [self.ask(env, query_negatives(n), query=core.payload["query"], n=n)]
+        query = core.read(CoreQuery)
+        n = self.per_positive * len(query.conditions)
+        return [self.ask(env, query_negatives(n), query=query.query, n=n)]
 
     def handle(self, env: Env, core: ItemRecord, replies: list[Reply]) -> Outcome:
         (reply,) = replies
         if reply.status != "ok" or not isinstance(reply.value, QueryNegatives):
             return env.failed(core.item_id, reply)
-        payload = core.payload
+        query = core.read(CoreQuery)
         items = [
             env.child(
                 core,
                 "negative",
-                {
-                    "dimension": payload["dimension"],
-                    "query_id": payload["query_id"],
-                    "query": payload["query"],
-                    "passage": text,
-                    "number": number,
-                },
+                QueryNegative(
+                    dimension=query.dimension, query_id=query.query_id, query=query.query, passage=text, number=number
+                ),
                 number,
                 text,
                 reply=reply,

@@ -16,16 +16,18 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
+from typing import ClassVar
 
 from ifsynth.flows.evaluation.metrics import ranking
 from ifsynth.flows.evaluation.retrieval import Run, bm25, read_run
 from ifsynth.flows.recipes.infosearch.settings import InfoSearchParams
 from ifsynth.flows.run.context import RunContext
-from ifsynth.flows.run.stage import Outcome, StageWriter
+from ifsynth.flows.run.stage import Decided, Env, Outcome, RuleStage
 from ifsynth.schemas.errors import ConfigError
-from ifsynth.schemas.records import ItemRecord, StageCounts
+from ifsynth.schemas.infosearch import ConditionedDocument, CoreQuery, CoreText, Document, QueryNegative
+from ifsynth.schemas.records import ItemRecord, Payload
 
 JUDGE = "rule:panel"
 _RUN_QUERY = re.compile(r"^(?P<core>.+?)(?:_\d+)?(?:-og)?$")
@@ -42,48 +44,78 @@ class Ranker:
 
 def release_doc_id(item: ItemRecord) -> str:
     """The id the document will have in the release (see assemble.py)."""
-    payload = item.payload
-    suffix = f"neg{payload['number']}" if item.kind == "negative" else f"doc{payload['position']}"
-    return f"{item.group_id}_{suffix}"
+    if item.kind == "negative":
+        return f"{item.group_id}_neg{item.read(QueryNegative).number}"
+    return f"{item.group_id}_doc{item.read(Document).position}"
 
 
-def review_documents(ctx: RunContext, order: int, *, stage: str, source: str) -> StageCounts:
-    params = ctx.params
-    assert isinstance(params, InfoSearchParams)
-    by_dimension: dict[str, list[ItemRecord]] = {}
-    for page in ctx.warehouse.items(ctx.run_id, source):
-        for item in page:
-            by_dimension.setdefault(item.payload["dimension"], []).append(item)
-    cores = {
-        item.group_id: item.payload["query"]
-        for page in ctx.warehouse.items(ctx.run_id, "collect")
-        for item in page
-        if item.kind == "query"
-    }
-    files = {path: _core_run(read_run(path), path, cores) for path in params.panel_runs}
-    positives = [item for items in by_dimension.values() for item in items if item.kind == "document"]
-    writer = StageWriter(ctx, stage, order, total=len(positives))
-    rejected: list[str] = []
-    for dimension, items in by_dimension.items():
-        queries = {group: cores[group] for group in {item.group_id for item in items}}
-        docs = [(release_doc_id(item), item.payload["passage"]) for item in items]
-        panel = [Ranker("bm25", bm25(docs, queries, depth=params.panel_depth), any_script=False)]
-        panel += [Ranker(path, run, any_script=True) for path, run in files.items()]
-        scripts = params.dimension_specs[dimension].scripts
-        for item in items:
-            if item.kind != "document":
-                continue
-            foreign = scripts.get(item.payload["condition"], "latin") != "latin"
-            outcome = _review(writer, item, [r for r in panel if r.any_script or not foreign], params)
-            if outcome.decision == "reject":
-                rejected.append(item.item_id)
-            writer.add(item.item_id, outcome)
-            ctx.progress.advance(stage)
-    writer.mark(rejected, "rejected")
-    return writer.close()
+@dataclass(frozen=True)
+class Review:
+    """A positive with the panel that can judge it: its rankings for the positive's core query."""
+
+    document: ItemRecord
+    panel: list[Ranker]
 
 
-def _review(writer: StageWriter, item: ItemRecord, panel: list[Ranker], params: InfoSearchParams) -> Outcome:
+@dataclass(frozen=True, kw_only=True)
+class ReviewDocuments(RuleStage[Review]):
+    """Every positive of ``source``, reviewed by the panel ranking its dimension's documents; one page per
+    dimension."""
+
+    reads: ClassVar[type[Payload]] = CoreText
+    name: str = "panel"
+    source: str = "rules"
+    whole: bool = True
+
+    def total(self, ctx: RunContext) -> int:
+        return sum(item.kind == "document" for page in ctx.warehouse.items(ctx.run_id, self.source) for item in page)
+
+    def inputs(self, ctx: RunContext) -> Iterator[list[Review]]:
+        """The rankings: BM25 over each dimension's documents (positives and query negatives), and the user's
+        run files; BM25 leaves out the positives written in another script than their query."""
+        params = ctx.params
+        assert isinstance(params, InfoSearchParams)
+        by_dimension: dict[str, list[ItemRecord]] = {}
+        for page in ctx.warehouse.items(ctx.run_id, self.source):
+            for item in page:
+                by_dimension.setdefault(item.read(CoreText).dimension, []).append(item)
+        cores = {
+            item.group_id: item.read(CoreQuery).query
+            for page in ctx.warehouse.items(ctx.run_id, "collect")
+            for item in page
+            if item.kind == "query"
+        }
+        files = {path: _core_run(read_run(path), path, cores) for path in params.panel_runs}
+        for dimension, items in by_dimension.items():
+            queries = {group: cores[group] for group in {item.group_id for item in items}}
+            docs = [(release_doc_id(item), item.read(CoreText).passage) for item in items]
+            panel = [Ranker("bm25", bm25(docs, queries, depth=params.panel_depth), any_script=False)]
+            panel += [Ranker(path, run, any_script=True) for path, run in files.items()]
+            scripts = params.dimension_specs[dimension].scripts
+            reviews = []
+            for item in items:
+                if item.kind != "document":
+                    continue
+                foreign = scripts.get(item.read(ConditionedDocument).condition, "latin") != "latin"
+                reviews.append(Review(item, judging(panel, foreign=foreign)))
+            yield reviews
+
+    def decide(self, env: Env, page: list[Review]) -> Iterable[Decided]:
+        params = env.params
+        assert isinstance(params, InfoSearchParams)
+        return [(entry.document.item_id, review(env, entry, params)) for entry in page]
+
+
+def judging(panel: list[Ranker], *, foreign: bool) -> list[Ranker]:
+    """The rankers that can judge a positive: all, or, for one written in another script than its query, those
+    that read any script (not BM25)."""
+    return [ranker for ranker in panel if ranker.any_script or not foreign]
+
+
+def review(env: Env, entry: Review, params: InfoSearchParams) -> Outcome:
+    """Flagged when at least ``panel_miss_share`` of its panel miss it; rejected only by a panel of at least
+    ``panel_min_rankers``, else kept with the flag on record."""
+    item, panel = entry.document, entry.panel
     doc_id, depth = release_doc_id(item), params.panel_depth
     ranks = {r.name: _rank(r.run.get(item.group_id, {}), doc_id) for r in panel}
     missed = [name for name, rank in ranks.items() if rank is None or rank > depth]
@@ -92,7 +124,7 @@ def _review(writer: StageWriter, item: ItemRecord, panel: list[Ranker], params: 
     flagged = bool(panel) and len(missed) >= needed
     summary = f"{len(missed)} of {len(panel)} rankers place it outside their top {depth} for its query ({shown})"
     if flagged and len(panel) >= params.panel_min_rankers:
-        verdict = writer.verdict(
+        verdict = env.verdict(
             item.item_id, "reject", judge=JUDGE, reason=f"panel: {summary}", score=len(missed), threshold=needed
         )
         return Outcome("reject", verdicts=[verdict], n_out=0)
@@ -101,7 +133,7 @@ def _review(writer: StageWriter, item: ItemRecord, panel: list[Ranker], params: 
         if flagged
         else f"panel: {summary}"
     )
-    verdict = writer.verdict(item.item_id, "pass", judge=JUDGE, reason=reason, score=len(missed), threshold=needed)
+    verdict = env.verdict(item.item_id, "pass", judge=JUDGE, reason=reason, score=len(missed), threshold=needed)
     return Outcome("pass", verdicts=[verdict], n_out=1)
 
 

@@ -6,21 +6,22 @@ from __future__ import annotations
 from functools import partial
 from typing import Any
 
-from ifsynth.flows.recipes.infosearch.assemble import assemble_infosearch
-from ifsynth.flows.recipes.infosearch.collect import collect_seeds, dimension_source
-from ifsynth.flows.recipes.infosearch.document_rules import check_documents
+from ifsynth.flows.recipes.infosearch.assemble import AssembleInfoSearch
+from ifsynth.flows.recipes.infosearch.collect import CollectSeeds, dimension_source
+from ifsynth.flows.recipes.infosearch.document_rules import CheckDocuments
 from ifsynth.flows.recipes.infosearch.keywords import ExtractKeywords
 from ifsynth.flows.recipes.infosearch.negatives import GenerateNegatives
-from ifsynth.flows.recipes.infosearch.panel import review_documents
+from ifsynth.flows.recipes.infosearch.panel import ReviewDocuments
 from ifsynth.flows.recipes.infosearch.reversal import ReverseInstructions
 from ifsynth.flows.recipes.infosearch.settings import InfoSearchParams
-from ifsynth.flows.run.stage import Call, Stage
+from ifsynth.flows.run.stage import Stage
 from ifsynth.flows.seeds import SeedSource
 from ifsynth.flows.stages.instructions import GenerateInstructions
 from ifsynth.flows.stages.judge import JudgeRelevance, fields
 from ifsynth.flows.stages.rewrite import RewritePassages
 from ifsynth.schemas.answers import NegationJudgement, TwoSentenceInstruction
 from ifsynth.schemas.config import RecipeParams
+from ifsynth.schemas.infosearch import ConditionedDocument, Document
 from ifsynth.schemas.records import ItemRecord
 
 
@@ -34,19 +35,20 @@ def seed_to_rewrite(p: InfoSearchParams, item: ItemRecord) -> bool:
     """A collected seed document whose dimension makes its other conditions by rewriting it."""
     if item.kind != "document":
         return False
-    spec = p.dimension_specs[item.payload["dimension"]]
-    return bool(spec.rewrites) and item.payload["condition"] == spec.seed_condition
+    document = item.read(Document)
+    spec = p.dimension_specs[document.dimension]
+    return bool(spec.rewrites) and document.condition == spec.seed_condition
 
 
 def rewrite_targets(p: InfoSearchParams, document: ItemRecord) -> list[dict[str, Any]]:
     """One rewrite per condition the seed document lacks."""
-    payload = document.payload
-    spec = p.dimension_specs[payload["dimension"]]
+    seed = document.read(Document)
+    spec = p.dimension_specs[seed.dimension]
     return [
         {
-            "query": payload["query"],
-            "passage": payload["passage"],
-            "dimension": payload["dimension"],
+            "query": seed.query,
+            "passage": seed.passage,
+            "dimension": seed.dimension,
             "seed_kind": spec.seed_kind,
             "condition": condition,
             "target": target,
@@ -58,18 +60,18 @@ def rewrite_targets(p: InfoSearchParams, document: ItemRecord) -> list[dict[str,
 
 
 def instruction_variables(p: InfoSearchParams, document: ItemRecord) -> dict[str, Any]:
-    payload = document.payload
-    spec = p.dimension_specs[payload["dimension"]]
+    positive = document.read(ConditionedDocument)
+    spec = p.dimension_specs[positive.dimension]
     return {
-        "query": payload["query"],
-        "dimension": payload["dimension"],
-        "condition": payload["condition"],
-        "siblings": [c for c in spec.conditions if c != payload["condition"]],
+        "query": positive.query,
+        "dimension": positive.dimension,
+        "condition": positive.condition,
+        "siblings": [c for c in spec.conditions if c != positive.condition],
     }
 
 
 def rewritten(item: ItemRecord) -> bool:
-    return item.payload.get("origin") == "rewrite"
+    return item.kind == "document" and item.read(Document).origin == "rewrite"
 
 
 def is_negative(item: ItemRecord) -> bool:
@@ -84,7 +86,7 @@ def stages(params: RecipeParams) -> list[Stage]:
     assert isinstance(params, InfoSearchParams)
     p = params
     return [
-        Call("collect", collect_seeds),
+        CollectSeeds(),
         ExtractKeywords(max_tokens=p.max_tokens_keyword),
         RewritePassages(
             source="collect",
@@ -93,7 +95,7 @@ def stages(params: RecipeParams) -> list[Stage]:
             keep=partial(seed_to_rewrite, p),
         ),
         GenerateNegatives(per_positive=p.negatives_per_positive, max_tokens=p.max_tokens_negatives),
-        Call("rules", check_documents, {"sources": ("collect", "keywords", "rewrite", "negatives")}),
+        CheckDocuments(sources=("collect", "keywords", "rewrite", "negatives")),
         JudgeRelevance(
             name="judge_rewrite",
             source="rules",
@@ -110,7 +112,7 @@ def stages(params: RecipeParams) -> list[Stage]:
             max_tokens=p.max_tokens_judge,
             keep=is_negative,
         ),
-        Call("panel", review_documents, {"source": "rules"}, whole=True),
+        ReviewDocuments(),
         GenerateInstructions(
             source="rules",
             max_tokens=p.max_tokens_instruction,
@@ -127,5 +129,5 @@ def stages(params: RecipeParams) -> list[Stage]:
             schema=NegationJudgement,
             variables=fields("instruction", "reversed_instruction"),
         ),
-        Call("assemble", assemble_infosearch, {"reversals": "reversal", "negatives": "rules"}, whole=True),
+        AssembleInfoSearch(),
     ]

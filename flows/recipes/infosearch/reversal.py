@@ -9,11 +9,13 @@ match on. A judge then scores how clearly the reversal negates the instruction (
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
 from ifsynth.flows.llm.requests import Ask, Reply
 from ifsynth.flows.run.stage import Env, LLMStage, Outcome
 from ifsynth.schemas.answers import Reversal
-from ifsynth.schemas.records import ItemRecord
+from ifsynth.schemas.infosearch import Instruction
+from ifsynth.schemas.records import ItemRecord, Payload
 
 
 def sentence(query: str) -> str:
@@ -27,19 +29,21 @@ class ReverseInstructions(LLMStage[ItemRecord]):
     """One call per instruction negates its restriction; the reversed instruction is the core query followed
     by the negated restriction."""
 
+    reads: ClassVar[type[Payload]] = Instruction
     name: str = "reversal"
     source: str = "instructions"
 
     def build(self, env: Env, instruction: ItemRecord) -> list[Ask]:
-        fields = ("query", "instruction", "restriction", "dimension")
-        return [self.ask(env, Reversal, **{name: instruction.payload[name] for name in fields})]
+        read = instruction.read(Instruction)
+        variables = {"instruction": read.instruction, "restriction": read.restriction, "dimension": read.dimension}
+        return [self.ask(env, Reversal, query=read.query, **variables)]
 
     def handle(self, env: Env, instruction: ItemRecord, replies: list[Reply]) -> Outcome:
         (reply,) = replies
         if reply.status != "ok" or not isinstance(reply.value, Reversal):
             return env.failed(instruction.item_id, reply)
         restriction = reply.value.reversed_restriction
-        reversed_instruction = f"{sentence(instruction.payload['query'])} {restriction}"
+        reversed_instruction = f"{sentence(instruction.read(Instruction).query)} {restriction}"
         payload = {
             **instruction.payload,
             "reversed_restriction": restriction,
