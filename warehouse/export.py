@@ -10,7 +10,7 @@ import tempfile
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -20,16 +20,7 @@ from ifsynth.warehouse import cards, export_followir, export_ifir, export_infir
 from ifsynth.warehouse.store import Warehouse
 
 Format = Literal["beir", "mteb", "jsonl", "parquet", "infosearch", "followir", "ifir", "infir", "triplets", "hf"]
-FORMATS: tuple[str, ...] = (
-    "beir",
-    "mteb",
-    "jsonl",
-    "parquet",
-    "infosearch",
-    "followir",
-    *export_ifir.FORMATS,
-    *export_infir.FORMATS,
-)
+FORMATS: tuple[Format, ...] = get_args(Format)
 # a recipe's own formats -> that recipe (triplets also take followir releases)
 RECIPE_OF = {fmt: module.RECIPE for module in (export_infir, export_followir, export_ifir) for fmt in module.FORMATS}
 SEP = " [SEP] "

@@ -186,8 +186,8 @@ def _preflight_pool(endpoint: Endpoint, notify: Callable[[str], None]) -> None:
             down.append(exc)
     if len(down) == len(endpoint.members):
         raise EndpointDown(f"no member of the pool can be reached; the first: {down[0]}")
-    for exc in down:
-        notify(f"{exc}; the run starts without it and tries it again later")
+    for failure in down:
+        notify(f"{failure}; the run starts without it and tries it again later")
 
 
 class Route:
@@ -323,7 +323,7 @@ async def _guard(response: httpx2.Response) -> None:
     length = response.headers.get("content-length", "")
     if length.isdigit() and int(length) > MAX_REPLY_BYTES:
         raise ReplyRejected(f"a reply of {int(length) // 2**20} MB")
-    response.stream = _Capped(response.stream, MAX_REPLY_BYTES)  # type: ignore[assignment]
+    response.stream = _Capped(response.stream, MAX_REPLY_BYTES)
 
 
 def _refused(exc: BaseException) -> aiohttp.ClientConnectorError | None:
