@@ -198,7 +198,7 @@ def recorded_grade(call: dict[str, Any]) -> float:
 
 
 def test_instfol_per_level_on_each_subsets_scale(release: dict[str, Path]) -> None:
-    options = {"run_file": release["run"], "query_run": release["bare"], "instfol": True}
+    options: dict[str, Any] = {"run_file": release["run"], "query_run": release["bare"], "instfol": True}
     with FakeOpenAI(mode="responder", responder=grader) as fake, Warehouse(release["warehouse"]) as wh:
         report = evaluate(wh, RELEASE, EvaluateOptions(**options, base_url=fake.base_url, judge_model="judge"))
         calls = query(wh, "SELECT request, response, logprobs FROM llm_calls WHERE stage = 'instfol'")

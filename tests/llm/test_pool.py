@@ -63,7 +63,8 @@ def test_attempts_go_where_there_is_most_room_for_the_weight() -> None:
 
 
 def test_a_member_that_refuses_rests_and_comes_back() -> None:
-    clock, notes = Clock(), []
+    clock = Clock()
+    notes: list[str] = []
     members = pool(1, 1, clock=clock)
     members.notify = notes.append
     a, b = members.routes

@@ -244,7 +244,11 @@ def test_the_ifir_export_nests_and_imports_back_into_the_same_counts(release: di
 
 def test_evaluate_scores_every_level_by_domain_with_its_instfol(release: dict[str, Any], tmp_path: Path) -> None:
     with FakeOpenAI() as judge, Warehouse(release["warehouse"]) as wh:
-        options = {"out_file": tmp_path / "bm25.trec", "base_url": judge.base_url, "judge_model": "judge"}
+        options: dict[str, Any] = {
+            "out_file": tmp_path / "bm25.trec",
+            "base_url": judge.base_url,
+            "judge_model": "judge",
+        }
         report = evaluate(wh, release["name"], EvaluateOptions(retriever="bm25", instfol=True, **options), notify=print)
     assert set(report["modes"]) == {level_mode(n) for n in (1, 2, 3)}
     for block in report["modes"].values():
