@@ -130,9 +130,12 @@ def endpoint_summaries(config: RunConfig) -> dict[str, dict[str, Any]]:
     summaries = {}
     for role in ("generator", "judge"):
         endpoint = config.endpoint_for(role)
-        summary = {"base_url": public_url(endpoint.base_url), "structured_output": endpoint.structured_output}
+        summary: dict[str, Any] = {
+            "base_url": public_url(endpoint.base_url),
+            "structured_output": endpoint.structured_output,
+        }
         if endpoint.members:
-            summary["members"] = [public_url(member.base_url) for member in endpoint.members]  # type: ignore[assignment]
+            summary["members"] = [public_url(member.base_url) for member in endpoint.members]
         summaries[role] = summary
     return summaries
 
