@@ -11,16 +11,17 @@ demo: $(STAMP)
 
 test: $(STAMP)
 	$(BIN)/ruff check .
-	$(MAKE) typecheck
+	$(MAKE) --no-print-directory typecheck
 	$(BIN)/python -m pytest
 
 lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
-	$(MAKE) typecheck
+	$(MAKE) --no-print-directory typecheck
 
 # mypy cannot follow setuptools' package-dir mapping (the editable install is an import hook), so it reads
-# ifsynth.* through a tree of links to this checkout's folders; its messages name them build/mypy/ifsynth/<folder>.
+# ifsynth.* through a tree of links to this checkout's folders (the mapping's four); its messages name them
+# build/mypy/ifsynth/<folder>.
 typecheck: $(STAMP)
 	mkdir -p build/mypy/ifsynth
 	for folder in flows prompts schemas warehouse; do ln -sfn ../../../$$folder build/mypy/ifsynth/$$folder; done
