@@ -34,7 +34,7 @@ class Clock:
 
 def pool(*weights: float, clock: Clock | None = None, concurrency: int = 4) -> Pool:
     members = tuple(Member(base_url=f"http://10.0.0.{i}:8000/v1", weight=w) for i, w in enumerate(weights, 1))
-    return Pool(Endpoint(members=members, concurrency=concurrency), clock=clock or Clock())  # type: ignore[call-arg]
+    return Pool(Endpoint.model_validate({"members": members, "concurrency": concurrency}), clock=clock or Clock())
 
 
 def pick(members: Pool) -> Route:
