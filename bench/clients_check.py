@@ -34,8 +34,12 @@ def check_configs(item: dict[str, str]) -> None:
     for path in sorted(folder.rglob("*.tsv")):  # the card names them apart: datasets reads a folder in one format
         name = path.relative_to(folder).as_posix()
         if name not in covered:
-            rows = len(load_dataset("csv", data_files=str(path), sep="\t", split="train"))
-            emit("load_dataset(csv)", item, file=name, rows=rows)
+            emit(
+                "load_dataset(csv)",
+                item,
+                file=name,
+                rows=len(load_dataset("csv", data_files=str(path), sep="\t", split="train")),
+            )
 
 
 def check_mteb(item: dict[str, str]) -> None:

@@ -68,7 +68,9 @@ def _is_number(text: str) -> bool:
 
 def _topic(qid: str, row: dict[str, Any]) -> SeedQuery:
     """A query with the TREC topic fields a BEIR row may carry, at its top level or in its ``metadata``."""
-    meta = row.get("metadata") if isinstance(row.get("metadata"), dict) else {}
+    meta = row.get("metadata")
+    if not isinstance(meta, dict):
+        meta = {}
     topic = {key: str(row.get(key) or meta.get(key) or "") for key in ("title", "description", "narrative")}
     return SeedQuery(query_id=qid, text=str(row.get("text", "")), metadata=meta, **topic)
 
@@ -221,8 +223,13 @@ class IrDatasets:
                 if not grades or max(grades.values()) <= 0:
                     continue
                 docs = {doc_id: self._passage(doc) for doc_id, doc in store.get_many(grades).items()}
-                topic = {key: getattr(query, key, "") or "" for key in ("title", "description", "narrative")}
-                seed = SeedQuery(query_id=query.query_id, text=query.default_text(), **topic)
+                seed = SeedQuery(
+                    query_id=query.query_id,
+                    text=query.default_text(),
+                    title=getattr(query, "title", "") or "",
+                    description=getattr(query, "description", "") or "",
+                    narrative=getattr(query, "narrative", "") or "",
+                )
                 pair = _pair(seed, grades, docs)
                 if pair is not None:
                     yield pair

@@ -63,8 +63,9 @@ class Prompts:
         self.overlay = Path(overlay) if overlay is not None else None
         if self.overlay is not None:
             _check_overlay(self.overlay, builtin_templates(package))
+        self._loader = ChoiceLoader(loaders)
         self._env = ImmutableSandboxedEnvironment(
-            loader=ChoiceLoader(loaders),
+            loader=self._loader,
             undefined=StrictUndefined,
             keep_trailing_newline=False,
             trim_blocks=True,
@@ -75,7 +76,7 @@ class Prompts:
 
     def source(self, name: str) -> str:
         try:
-            text, _, _ = self._env.loader.get_source(self._env, f"{name}.j2")  # type: ignore[union-attr]
+            text, _, _ = self._loader.get_source(self._env, f"{name}.j2")
         except TemplateNotFound:
             raise PromptError(f"no template `{name}.j2` (built-in or in --prompts-dir)") from None
         return text

@@ -84,13 +84,18 @@ class CandidatePick(Answer):
     best: str
 
 
+def _one_of(values: tuple[str, ...] | tuple[int, ...]) -> Any:
+    """``Literal[values]``, for a model built at run time (a type checker reads only written-out Literals)."""
+    return Literal[values]
+
+
 @cache
 def candidate_pick(labels: tuple[str, ...]) -> type[CandidatePick]:
     """An answer that must name one of ``labels``."""
     return create_model(
         f"Pick{len(labels)}",
         __base__=CandidatePick,
-        best=(Literal[labels], ...),  # type: ignore[valid-type]
+        best=(_one_of(labels), ...),
     )
 
 
@@ -176,7 +181,7 @@ def instruction_fit(maximum: int) -> type[InstructionFit]:
     return create_model(
         f"InstructionFit{maximum}",
         __base__=InstructionFit,
-        score=(Literal[tuple(range(maximum + 1))], ...),
+        score=(_one_of(tuple(range(maximum + 1))), ...),
     )
 
 

@@ -451,7 +451,8 @@ class FakeOpenAI:
         fields = {part.get_param("name", header="content-disposition"): part for part in message.iter_parts()}
         if "file" not in fields:
             return _error_response(400, "A `file` part is required.", {})
-        content = fields["file"].get_payload(decode=True) or b""
+        payload = fields["file"].get_payload(decode=True)
+        content = payload if isinstance(payload, bytes) else b""
         with self._lock:
             file_id = f"file-{uuid.uuid4().hex[:24]}"
             self._files[file_id] = content
@@ -620,7 +621,9 @@ def _answer(body: dict[str, Any], settings: _Settings, rng: random.Random) -> tu
         reply = settings.responder(body)
         return "", reply if isinstance(reply, str) else json.dumps(reply), ""
     response_format = body.get("response_format")
-    kind = response_format.get("type") if isinstance(response_format, dict) else None
+    if not isinstance(response_format, dict):
+        response_format = {}
+    kind = response_format.get("type")
     json_mode = kind in ("json_schema", "json_object")
     schema = None
     if kind == "json_schema":

@@ -127,10 +127,12 @@ def test_plain_prompt_gets_words_and_openai_shaped_response(client: openai.OpenA
     assert raw.headers["x-request-id"].startswith("req_")
     completion = raw.parse()
     content = completion.choices[0].message.content
+    assert content is not None
     assert len(content.split()) >= 3 and re.fullmatch(r"[a-z ]+", content)
     assert completion.id.startswith("chatcmpl-") and completion.model == "my-model" and completion.created == 0
     assert completion.choices[0].finish_reason == "stop" and completion.choices[0].message.role == "assistant"
     usage = completion.usage
+    assert usage is not None
     assert (usage.prompt_tokens, usage.completion_tokens) == (3, len(content.split()))
     assert usage.total_tokens == usage.prompt_tokens + usage.completion_tokens
 
@@ -150,7 +152,8 @@ def test_scripted_errors_raise_the_sdk_exception(
     fake.configure(script=[outcome])
     with pytest.raises(error) as caught:
         ask(client, "hi")
-    assert caught.value.status_code == int(outcome) and caught.value.body["message"]
+    body = caught.value.body
+    assert caught.value.status_code == int(outcome) and isinstance(body, dict) and body["message"]
     if outcome == "429":
         assert caught.value.response.headers["retry-after"] == "0.05"
         assert caught.value.response.headers["retry-after-ms"] == "50"
@@ -219,8 +222,10 @@ def test_faults_come_from_one_cumulative_draw_in_fixed_order() -> None:
 
 
 def test_mixed_faults_and_stats_agree_with_what_the_client_saw() -> None:
-    rates = {"rate_429": 0.25, "rate_500": 0.25, "rate_invalid_json": 0.25, "rate_length": 0.25}
-    with FakeOpenAI(**rates) as fake, make_client(fake) as client:
+    with (
+        FakeOpenAI(rate_429=0.25, rate_500=0.25, rate_invalid_json=0.25, rate_length=0.25) as fake,
+        make_client(fake) as client,
+    ):
         seen = [outcome_of(client, f"doc {i}") for i in range(120)]
         stats = fake.stats()
     assert "ok" not in seen and all(12 <= seen.count(o) <= 48 for o in ("429", "500", "invalid_json", "length"))
@@ -332,6 +337,7 @@ def test_standalone_server_serves_until_sigterm() -> None:
         stdout=subprocess.PIPE,
         text=True,
     )
+    assert proc.stdout is not None
     try:
         base_url = proc.stdout.readline().strip()
         assert re.fullmatch(r"http://127\.0\.0\.1:\d+/v1", base_url)

@@ -69,9 +69,16 @@ def test_nothing_imports_the_cli() -> None:
     assert wrong == []
 
 
+def at_run_time(tree: ast.Module) -> ast.Module:
+    """The module without its ``if TYPE_CHECKING:`` blocks: what importing it loads."""
+    body = [node for node in tree.body if not (isinstance(node, ast.If) and ast.unparse(node.test) == "TYPE_CHECKING")]
+    return ast.Module(body=body, type_ignores=[])
+
+
 def test_prefect_is_imported_only_by_the_recipe_flows_the_stage_task_and_its_server() -> None:
+    """Loaded, that is: a type-only import (a signature naming Prefect's Flow) costs a reading command nothing."""
     users = {str(path.relative_to(REPO)) for _, path, tree in modules()
-             if any(m == "prefect" or m.startswith("prefect.") for m in imported(tree))}  # fmt: skip
+             if any(m == "prefect" or m.startswith("prefect.") for m in imported(at_run_time(tree)))}  # fmt: skip
     assert users == PREFECT_ALLOWED
 
 

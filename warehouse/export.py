@@ -10,7 +10,7 @@ import tempfile
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -20,16 +20,7 @@ from ifsynth.warehouse import cards, export_followir, export_ifir, export_infir
 from ifsynth.warehouse.store import Warehouse
 
 Format = Literal["beir", "mteb", "jsonl", "parquet", "infosearch", "followir", "ifir", "infir", "triplets", "hf"]
-FORMATS: tuple[str, ...] = (
-    "beir",
-    "mteb",
-    "jsonl",
-    "parquet",
-    "infosearch",
-    "followir",
-    *export_ifir.FORMATS,
-    *export_infir.FORMATS,
-)
+FORMATS: tuple[Format, ...] = get_args(Format)
 # a recipe's own formats -> that recipe (triplets also take followir releases)
 RECIPE_OF = {fmt: module.RECIPE for module in (export_infir, export_followir, export_ifir) for fmt in module.FORMATS}
 SEP = " [SEP] "
@@ -52,17 +43,16 @@ def release_for(warehouse: Warehouse, ref: str | None) -> str:
 def export(
     warehouse: Warehouse,
     release: str,
-    fmt: Format,
+    fmt: Format | Exporter,
     out: str | Path,
     *,
     anchor: export_infir.AnchorOrder = "query-instruction",
     overwrite: bool = False,
     endpoints: bool = False,
-    exporter: Exporter | None = None,
 ) -> list[Path]:
-    """Write ``release`` as ``fmt`` into ``out``; ``anchor`` orders an InF-IR triplet's anchor; the card names
-    the endpoints' URLs only with ``endpoints`` (else their kind: a URL may name a private host). ``exporter``
-    writes a format the release's recipe declares itself.
+    """Write ``release`` as ``fmt`` into ``out``: one of ifsynth's formats, or the writer of a format the
+    release's recipe declares itself. ``anchor`` orders an InF-IR triplet's anchor; the card names the
+    endpoints' URLs only with ``endpoints`` (else their kind: a URL may name a private host).
 
     The files are written into a hidden sibling folder and renamed into place at the end, so an export that
     is killed leaves the previous one (or none), never a mix. A folder that already holds files is replaced
@@ -73,7 +63,7 @@ def export(
     card = json.loads(meta[0]["card"])
     recipe = meta[0]["recipe"]
     followir_triplets = fmt == "triplets" and recipe == export_followir.RECIPE
-    if fmt in RECIPE_OF and recipe != RECIPE_OF[fmt] and not followir_triplets:
+    if isinstance(fmt, str) and fmt in RECIPE_OF and recipe != RECIPE_OF[fmt] and not followir_triplets:
         raise WarehouseError(f"--format {fmt} is for {RECIPE_OF[fmt]} releases; release {release} is {recipe}")
     out = Path(out)
     if out.exists() and not out.is_dir():
@@ -81,7 +71,7 @@ def export(
     if out.is_dir() and any(out.iterdir()) and not overwrite:
         raise WarehouseError(f"`{out}` already holds files; pass --overwrite to replace them, or another --out")
     with _staged(out) as staging:
-        written = _write(warehouse, release, fmt, staging, card, anchor, meta[0]["run_id"], endpoints, exporter)
+        written = _write(warehouse, release, fmt, staging, card, anchor, meta[0]["run_id"], endpoints)
     return [out / path.relative_to(staging) for path in written]
 
 
@@ -105,13 +95,12 @@ def _staged(out: Path) -> Iterator[Path]:
 def _write(
     warehouse: Warehouse,
     release: str,
-    fmt: Format,
+    fmt: Format | Exporter,
     out: Path,
     card: dict[str, Any],
     anchor: export_infir.AnchorOrder,
     run_id: str | None,
     endpoints: bool,
-    exporter: Exporter | None = None,
 ) -> list[Path]:
     docs = warehouse._sql(
         "SELECT doc_id, title, text, meta FROM release_docs WHERE release = ? ORDER BY doc_id", [release]
@@ -132,8 +121,8 @@ def _write(
             f"release {release} is empty: no query was kept, so there is nothing to export "
             "(`ifsynth funnel` shows where the items went)"
         )
-    if exporter is not None:
-        written = exporter(out, docs, queries, qrels)
+    if not isinstance(fmt, str):
+        written = fmt(out, docs, queries, qrels)
     elif fmt == "infosearch":
         from ifsynth.warehouse.export_infosearch import write_infosearch  # it builds on this module's writers
 

@@ -58,8 +58,8 @@ def write(
         jsonl(out / "queries.jsonl", by_query.values()),
     ]
     for mode in FOLLOWIR_MODES:
-        rows = ((r["query_id"], r["doc_id"], r["score"]) for r in qrels if r["mode"] == mode)
-        written.append(tsv(out / f"qrels_{mode}" / "test.tsv", rows))
+        judged = ((r["query_id"], r["doc_id"], r["score"]) for r in qrels if r["mode"] == mode)
+        written.append(tsv(out / f"qrels_{mode}" / "test.tsv", judged))
     pool = sorted({(r["query_id"], r["doc_id"]) for r in top_ranked})
     written.append(jsonl(out / "top_ranked.jsonl", ({"qid": qid, "pid": pid} for qid, pid in pool)))
     return written

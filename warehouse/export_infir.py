@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -26,12 +26,12 @@ ITEM_COLUMNS = (
     "hard_negative_document_1",
     "hard_negative_document_2",
 )
-HF_CONFIGS = [
+HF_CONFIGS: list[dict[str, Any]] = [
     {"config_name": "infir", "data_files": [{"split": "train", "path": "infir/train-*.parquet"}], "default": True},
     {"config_name": "triplets", "data_files": [{"split": "train", "path": "triplets/train-*.parquet"}]},
 ]
 AnchorOrder = Literal["query-instruction", "instruction-query"]
-ANCHOR_ORDERS: tuple[str, ...] = ("query-instruction", "instruction-query")
+ANCHOR_ORDERS: tuple[AnchorOrder, ...] = get_args(AnchorOrder)
 
 
 def notes(order: AnchorOrder) -> list[str]:

@@ -44,7 +44,7 @@ class LiveServer:
     """The writer's side: serves QUERIES over ``warehouse`` while the block runs; ``now`` adds the state of
     the stage in progress to a funnel (done and total so far)."""
 
-    def __init__(self, warehouse: Warehouse, now: Callable[[], dict[str, Any]] | None = None) -> None:
+    def __init__(self, warehouse: Warehouse, now: Callable[[], dict[str, Any] | None] | None = None) -> None:
         self.warehouse, self.now = warehouse, now
         self.token = secrets.token_hex(16)
         self.file = live_file(warehouse.path)

@@ -130,7 +130,7 @@ class Warehouse:
             raise WarehouseError(f"no warehouse at `{self.path}`; `ifsynth run` creates one")
         self.path.parent.mkdir(parents=True, exist_ok=True)
         try:
-            config = {"memory_limit": memory_limit} if memory_limit else {}
+            config: dict[str, Any] = {"memory_limit": memory_limit} if memory_limit else {}
             self._db = duckdb.connect(str(self.path), read_only=read_only, config=config)
         except (duckdb.ParserException, duckdb.InvalidInputException) as exc:
             if not memory_limit:

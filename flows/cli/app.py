@@ -13,7 +13,7 @@ import sys
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, TypeVar, get_args
 
 import typer
 from rich.console import Console
@@ -34,6 +34,7 @@ from ifsynth.warehouse.export import export as export_release
 from ifsynth.warehouse.export_infir import ANCHOR_ORDERS
 from ifsynth.warehouse.imports import FORMATS as IMPORT_FORMATS
 from ifsynth.warehouse.imports import import_release
+from ifsynth.warehouse.review import Status as ReviewStatusValue
 from ifsynth.warehouse.store import Warehouse
 
 DEFAULT_WAREHOUSE = "warehouse/ifsynth.duckdb"
@@ -85,6 +86,17 @@ def main_options(
     if debug:
         os.environ["IFSYNTH_DEBUG"] = "1"
     ctx.obj = WarehouseChoice(warehouse, memory_limit)
+
+
+Choice = TypeVar("Choice", bound=str)
+
+
+def _choice(value: str, choices: tuple[Choice, ...], option: str) -> Choice:
+    """``value`` as one of ``choices`` (a Literal's values), or the one line that lists them."""
+    for choice in choices:
+        if value == choice:
+            return choice
+    raise typer.BadParameter(f"{option} must be one of {', '.join(choices)}")
 
 
 def _open(ctx: typer.Context, *, read_only: bool = True) -> Warehouse:
@@ -464,8 +476,7 @@ def export(
     from ifsynth.flows.run.registry import exporter, recipes
     from ifsynth.warehouse.stats import release_meta
 
-    if anchor not in ANCHOR_ORDERS:
-        raise typer.BadParameter(f"--anchor must be one of {', '.join(ANCHOR_ORDERS)}")
+    order = _choice(anchor, ANCHOR_ORDERS, "--anchor")
     if fmt not in FORMATS and all(fmt not in r.exports for r in recipes().values()):
         raise typer.BadParameter(f"--format must be one of {', '.join(FORMATS)}, or a format a recipe declares")
     with _open(ctx) as warehouse:
@@ -473,15 +484,9 @@ def export(
         own = exporter(release_meta(warehouse, release)["recipe"], fmt)
         if own is None and fmt not in FORMATS:
             raise typer.BadParameter(f"--format {fmt} is another recipe's; release {release} does not take it")
+        target = own if own is not None else _choice(fmt, FORMATS, "--format")
         written = export_release(
-            warehouse,
-            release,
-            fmt,  # type: ignore[arg-type]
-            out_dir,
-            anchor=anchor,  # type: ignore[arg-type]
-            overwrite=overwrite,
-            endpoints=card_endpoints,
-            exporter=own,
+            warehouse, release, target, out_dir, anchor=order, overwrite=overwrite, endpoints=card_endpoints
         )
     out.print(f"release {release}: {len(written)} files written to {out_dir.resolve()} ({fmt})")
 
@@ -500,8 +505,7 @@ def push(
     from ifsynth.flows.cli.push import push as push_release
     from ifsynth.warehouse.stats import release_meta
 
-    if fmt not in PUSH_FORMATS:
-        raise typer.BadParameter(f"--format must be one of {', '.join(PUSH_FORMATS)}")
+    chosen = _choice(fmt, PUSH_FORMATS, "--format")
     with _open(ctx, read_only=True) as warehouse:
         release = release_for(warehouse, release_ref)
         recipe = release_meta(warehouse, release)["recipe"]
@@ -510,9 +514,9 @@ def push(
             release,
             recipe,
             repo,
-            fmt,
+            chosen,
             private=private,
-            endpoints=card_endpoints,  # type: ignore[arg-type]
+            endpoints=card_endpoints,
         )
     out.print(f"release {release}: {files} files pushed to {repo} ({fmt}): {url}")
 
@@ -719,17 +723,8 @@ def evaluate(
         )
 
 
-def _review_status(value: str) -> str:
-    if value not in ("rejected", "ok", "all"):
-        raise typer.BadParameter("--status must be rejected, ok or all")
-    return value
-
-
 ReviewStage = Annotated[str | None, typer.Option(help="Only this stage's verdicts.")]
-ReviewStatus = Annotated[
-    str,
-    typer.Option(help="rejected (what judges removed), ok (what they kept) or all.", callback=_review_status),
-]
+ReviewStatus = Annotated[str, typer.Option(help="rejected (what judges removed), ok (what they kept) or all.")]
 review_app = typer.Typer(
     help="The review round trip: export LLM verdicts with their texts, import people's decisions.",
     no_args_is_help=True,
@@ -752,13 +747,14 @@ def review_serve(
     from ifsynth.flows.cli.review import default_reviewer
     from ifsynth.flows.cli.review_page import serve
 
+    chosen = _choice(status, get_args(ReviewStatusValue), "--status")
     with _open(ctx, read_only=False) as warehouse:
         run_id = warehouse.run(run_ref).run_id
         serve(
             warehouse,
             run_id,
             stage=stage,
-            status=status,  # type: ignore[arg-type]
+            status=chosen,
             sample=sample,
             reviewer=reviewer or default_reviewer(),
             port=port,
@@ -780,9 +776,10 @@ def review_export(
     """Write LLM verdicts with their texts and empty human columns (human_decision: accept or reject; note)."""
     from ifsynth.flows.cli import review
 
+    chosen = _choice(status, get_args(ReviewStatusValue), "--status")
     with _open(ctx) as warehouse:
         run_id = warehouse.run(run_ref).run_id
-        rows = review.rows_for(warehouse, run_id, stage, status, sample)  # type: ignore[arg-type]
+        rows = review.rows_for(warehouse, run_id, stage, chosen, sample)
     review.write(out_file, rows)
     out.print(f"run {run_id}: {len(rows)} verdicts to review written to {out_file}")
 
@@ -909,8 +906,8 @@ def main() -> None:
         # not click's standalone mode, which reports an IfsynthError as "Aborted!" or a traceback
         code = app(standalone_mode=False)
     except (click.ClickException, typer.TyperException) as exc:  # typer raises its own copy of click's errors
-        message = exc.format_message()  # type: ignore[union-attr]
-        _exit_after_error(f"error: {message} (--help lists the options)", exc.exit_code)  # type: ignore[union-attr]
+        message = exc.format_message()
+        _exit_after_error(f"error: {message} (--help lists the options)", exc.exit_code)
     except (click.exceptions.Abort, typer.Abort):
         sys.exit(1)
     except IfsynthError as exc:

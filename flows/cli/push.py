@@ -9,24 +9,24 @@ from __future__ import annotations
 
 import tempfile
 from pathlib import Path
-from typing import Literal
+from typing import Literal, get_args
 
 from huggingface_hub import HfApi, get_token
 from huggingface_hub.errors import HfHubHTTPError
 
 from ifsynth.schemas.errors import IfsynthError
-from ifsynth.warehouse.export import export
+from ifsynth.warehouse.export import Format, export
 from ifsynth.warehouse.store import Warehouse
 
 PushFormat = Literal["hf", "mteb", "beir"]
-PUSH_FORMATS: tuple[str, ...] = ("hf", "mteb", "beir")
+PUSH_FORMATS: tuple[PushFormat, ...] = get_args(PushFormat)
 
 
 class PushFailed(IfsynthError):
     """The Hub refused the upload, or no token was found."""
 
 
-def export_format(fmt: PushFormat, recipe: str) -> str:
+def export_format(fmt: PushFormat, recipe: str) -> Format:
     """``hf`` is the Hub's own layout: InF-IR's configs for an InF-IR release, Parquet tables for the others."""
     if fmt != "hf":
         return fmt
@@ -43,7 +43,7 @@ def push(
         raise PushFailed("no Hugging Face token: set HF_TOKEN (a write token) or run `hf auth login`")
     api = HfApi()
     with tempfile.TemporaryDirectory(prefix="ifsynth-push-") as folder:
-        written = export(warehouse, release, export_format(fmt, recipe), Path(folder), endpoints=endpoints)  # type: ignore[arg-type]
+        written = export(warehouse, release, export_format(fmt, recipe), Path(folder), endpoints=endpoints)
         try:
             api.create_repo(repo, repo_type="dataset", private=private, exist_ok=True)
             commit = api.upload_folder(

@@ -75,7 +75,16 @@ def _run_sections(warehouse: Warehouse, run_id: str) -> list[str]:
     for stage in stages:
         rows = audit.audit(warehouse, run_id, stage=stage, status=None, limit=SAMPLES_PER_STAGE)
         if rows:
-            columns = ("item_id", "kind", "status", "decided_by", "judge", "decision", "score", "reason")
+            columns: tuple[str, ...] = (
+                "item_id",
+                "kind",
+                "status",
+                "decided_by",
+                "judge",
+                "decision",
+                "score",
+                "reason",
+            )
             sections += [f"<h3>{_e(stage)}</h3>", _table(rows, columns)]
     usage = report.usage(warehouse, run_id)
     if usage:

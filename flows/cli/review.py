@@ -11,7 +11,7 @@ import getpass
 import json
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ValidationError
 
@@ -25,7 +25,13 @@ COLUMNS = (
     "llm_decision", "score", "threshold", "reason", "human_decision", "note", "reviewer",
 )  # fmt: skip
 # what a person may write in human_decision, and the verdict it becomes
-HUMAN_DECISIONS = {"accept": "pass", "pass": "pass", "keep": "pass", "reject": "reject", "remove": "reject"}
+HUMAN_DECISIONS: dict[str, Literal["pass", "reject"]] = {
+    "accept": "pass",
+    "pass": "pass",
+    "keep": "pass",
+    "reject": "reject",
+    "remove": "reject",
+}
 _TEXT_KEYS = ("revised_passage", "passage", "text", "document", "positive")
 
 
@@ -116,7 +122,7 @@ def read(path: Path, reviewer: str) -> list[VerdictRecord]:
                 item_id=row.item_id,
                 stage=row.stage,
                 judge=review.human_judge(row.reviewer or reviewer),
-                decision=HUMAN_DECISIONS[decision],  # type: ignore[arg-type]
+                decision=HUMAN_DECISIONS[decision],
                 reason=row.note,
                 created_at=datetime.now(),
             )

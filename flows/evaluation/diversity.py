@@ -35,7 +35,9 @@ _WORD = re.compile(r"\w+")
 
 
 class Embedder(Protocol):
-    name: str
+    @property
+    def name(self) -> str:
+        """What the figure was computed with, for the report."""
 
     def __call__(self, texts: Sequence[str]) -> Any:
         """One row per text (a dense array or a sparse matrix)."""

@@ -31,7 +31,7 @@ class EvaluateOptions(BaseModel):
     out_file: Path | None = None
     depth: int = 1000
     rerank: bool | None = None
-    references: tuple[str, ...] = ()
+    references: tuple[Reference, ...] = ()
     instfol: bool = False
     query_run: Path | None = None
     base_url: str | None = None
@@ -103,7 +103,7 @@ def evaluate(
         source = str(written)
         notify(f"BM25 run written to {written}")
     report = {
-        **scoring.score(view, run, metrics(view.recipe), list(options.references)),
+        **scoring.score(view, run, metrics(view.recipe), options.references),
         "run": source,
         "setting": "rerank top_ranked" if rerank else "full corpus",
     }

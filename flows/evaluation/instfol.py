@@ -25,8 +25,8 @@ from ifsynth.flows.llm.gateway import Gateway
 from ifsynth.flows.llm.requests import Ask, Reply
 from ifsynth.flows.llm.route import public_url
 from ifsynth.prompts.registry import Prompts
-from ifsynth.schemas.answers import instruction_fit
-from ifsynth.schemas.config import Endpoint, RunConfig
+from ifsynth.schemas.answers import InstructionFit, instruction_fit
+from ifsynth.schemas.config import Endpoint, RunConfig, StructuredOutput
 from ifsynth.schemas.errors import ConfigError
 from ifsynth.schemas.ifir import LEVEL_MODES, level_of
 from ifsynth.warehouse.stats import instructed_mode
@@ -60,7 +60,7 @@ class Judge:
 
     base_url: str
     model: str
-    structured_output: str = "json_schema"
+    structured_output: StructuredOutput = "json_schema"
     api_key_env: str = "OPENAI_API_KEY"
     local_model: str | None = None  # a GGUF file, with base_url the embedded server's
 
@@ -68,7 +68,7 @@ class Judge:
         endpoint = Endpoint(
             base_url=self.base_url,
             api_key_env=self.api_key_env,
-            structured_output=self.structured_output,  # type: ignore[arg-type]
+            structured_output=self.structured_output,
             local_model=self.local_model,
         )
         return RunConfig(recipe=recipe, seeds=f"release:{release}", model=self.model, endpoint=endpoint)
@@ -76,9 +76,9 @@ class Judge:
 
 def token_grade(reply: Reply, maximum: int, floor: float = 0.0) -> float | None:
     """The weighted grade at the first answer token that spells the chosen grade; None without log-probs."""
-    if reply.status != "ok" or reply.value is None or not reply.logprobs:
+    if reply.status != "ok" or not isinstance(reply.value, InstructionFit) or not reply.logprobs:
         return None
-    chosen = str(reply.value.score)  # type: ignore[attr-defined]
+    chosen = str(reply.value.score)
     for token in reply.logprobs:
         if token["token"].strip() == chosen:
             top = token["top_logprobs"] or [token]

@@ -6,13 +6,14 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, TypeVar
 
 from pydantic import ValidationError
 
 from ifsynth.schemas.answers import Answer
 from ifsynth.schemas.config import Price
 
+A = TypeVar("A", bound=Answer)
 _FENCE = re.compile(r"```(?:json)?\s*(\{.*?\})\s*```", re.DOTALL)
 
 
@@ -25,7 +26,7 @@ class Completion(NamedTuple):
     is_completion: bool = True  # False: the body was not a chat completion, kept as text
 
 
-def parse_answer(text: str | None, schema: type[Answer]) -> Answer:
+def parse_answer(text: str | None, schema: type[A]) -> A:
     """Validate an answer; tolerate prose or code fences around the JSON object (style ``none``)."""
     if not text or not text.strip():
         raise ValueError("empty answer")

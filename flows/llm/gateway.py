@@ -150,7 +150,7 @@ class Gateway:
         for reply in replies:
             if isinstance(reply, BaseException):
                 raise reply
-        return [reply for reply in replies if reply is not None]
+        return [reply for reply in replies if isinstance(reply, Reply)]
 
     def _request(self, ask: Ask, messages: list[dict[str, str]], reask: int) -> Request:
         pool = self._by_role[ask.role]
@@ -228,7 +228,9 @@ class Gateway:
             async for attempt in AsyncRetrying(
                 stop=stop_after_attempt(endpoint.max_attempts - 1) | stop_before_delay(remaining),
                 wait=Backoff(before=1),
-                before_sleep=lambda state: self._say_wait(route, state.outcome.exception(), state.upcoming_sleep),
+                before_sleep=lambda state: self._say_wait(
+                    route, state.outcome.exception() if state.outcome else None, state.upcoming_sleep
+                ),
                 retry=retry_if_exception(is_transient),
                 reraise=True,
             ):

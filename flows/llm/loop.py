@@ -17,10 +17,13 @@ from typing import Any, TypeVar
 
 from ifsynth.schemas.errors import Interrupted
 
+_new_loop: Callable[[], asyncio.AbstractEventLoop] | None
 try:
     import uvloop
+
+    _new_loop = uvloop.new_event_loop
 except ImportError:  # not on Windows
-    uvloop = None
+    _new_loop = None
 
 T = TypeVar("T")
 YOUNG_THRESHOLD = 10_000
@@ -52,13 +55,12 @@ async def _stoppable(main: Coroutine[Any, Any, T]) -> T:
 
 
 def run(main: Coroutine[Any, Any, T], *, tune_gc: bool = True) -> T:
-    factory: Callable[[], asyncio.AbstractEventLoop] | None = uvloop.new_event_loop if uvloop else None
     thresholds = gc.get_threshold()
     if tune_gc:
         gc.freeze()
         gc.set_threshold(max(thresholds[0], YOUNG_THRESHOLD), *thresholds[1:])
     try:
-        with asyncio.Runner(loop_factory=factory) as runner:
+        with asyncio.Runner(loop_factory=_new_loop) as runner:
             return runner.run(_stoppable(main))
     except asyncio.CancelledError:
         if _stopped_by:

@@ -130,9 +130,12 @@ def endpoint_summaries(config: RunConfig) -> dict[str, dict[str, Any]]:
     summaries = {}
     for role in ("generator", "judge"):
         endpoint = config.endpoint_for(role)
-        summary = {"base_url": public_url(endpoint.base_url), "structured_output": endpoint.structured_output}
+        summary: dict[str, Any] = {
+            "base_url": public_url(endpoint.base_url),
+            "structured_output": endpoint.structured_output,
+        }
         if endpoint.members:
-            summary["members"] = [public_url(member.base_url) for member in endpoint.members]  # type: ignore[assignment]
+            summary["members"] = [public_url(member.base_url) for member in endpoint.members]
         summaries[role] = summary
     return summaries
 
@@ -186,8 +189,8 @@ def _preflight_pool(endpoint: Endpoint, notify: Callable[[str], None]) -> None:
             down.append(exc)
     if len(down) == len(endpoint.members):
         raise EndpointDown(f"no member of the pool can be reached; the first: {down[0]}")
-    for exc in down:
-        notify(f"{exc}; the run starts without it and tries it again later")
+    for failure in down:
+        notify(f"{failure}; the run starts without it and tries it again later")
 
 
 class Route:
@@ -323,7 +326,7 @@ async def _guard(response: httpx2.Response) -> None:
     length = response.headers.get("content-length", "")
     if length.isdigit() and int(length) > MAX_REPLY_BYTES:
         raise ReplyRejected(f"a reply of {int(length) // 2**20} MB")
-    response.stream = _Capped(response.stream, MAX_REPLY_BYTES)  # type: ignore[assignment]
+    response.stream = _Capped(response.stream, MAX_REPLY_BYTES)
 
 
 def _refused(exc: BaseException) -> aiohttp.ClientConnectorError | None:

@@ -7,10 +7,11 @@ they are made here from the declarations rather than written once per recipe."""
 from __future__ import annotations
 
 from functools import cache
-from typing import Any
+from typing import Any, cast
 
-from prefect import Flow, flow
-from prefect.task_runners import ThreadPoolTaskRunner
+from prefect import Flow
+from prefect.futures import PrefectFuture
+from prefect.task_runners import TaskRunner, ThreadPoolTaskRunner
 
 from ifsynth.flows.run.registry import recipe, recipes
 from ifsynth.flows.run.tasks import run_stages
@@ -20,11 +21,10 @@ from ifsynth.flows.run.tasks import run_stages
 def recipe_flow(name: str) -> Flow[..., Any]:
     """The flow of recipe ``name``: it takes the warehouse's path and a run id, or the config of a run to start."""
     declared = recipe(name)
-    return flow(
-        run_stages,
-        name=declared.name,
-        description=f"{declared.summary} ({declared.paper})",
-        task_runner=ThreadPoolTaskRunner(max_workers=1),
+    # one stage at a time; Prefect's own annotation of task_runner is narrower than the runners it takes
+    runner = cast("TaskRunner[PrefectFuture[Any]]", ThreadPoolTaskRunner(max_workers=1))
+    return Flow(
+        run_stages, name=declared.name, description=f"{declared.summary} ({declared.paper})", task_runner=runner
     )
 
 

@@ -19,7 +19,9 @@ from ifsynth.schemas.config import RecipeParams
 from ifsynth.schemas.errors import ConfigError
 from ifsynth.schemas.modes import RecipeMetrics
 
-if TYPE_CHECKING:  # stage modules import the gateway; a registry lookup must not
+if TYPE_CHECKING:  # stage modules import the gateway, and flows Prefect; a registry lookup must not
+    from prefect import Flow
+
     from ifsynth.flows.run.stage import Stage
     from ifsynth.flows.seeds import SeedSource
 
@@ -62,9 +64,9 @@ class Recipe:
         """Where Prefect finds the recipe's flow: one generic flow per recipe, named after it."""
         return f"ifsynth.flows.run.flows:{self.name}"
 
-    def flow(self) -> Callable[..., Any]:
+    def flow(self) -> Flow[..., Any]:
         """The recipe's Prefect flow."""
-        flow: Callable[..., Any] = _load(self.flow_entrypoint)
+        flow: Flow[..., Any] = _load(self.flow_entrypoint)
         return flow
 
     def stage_list(self, params: RecipeParams, *, sharded: bool = False) -> list[Stage]:

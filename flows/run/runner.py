@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import os
 import secrets
-from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from importlib.metadata import version
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ifsynth.flows.llm.limits import Budget
 from ifsynth.flows.llm.pool import POOL_KEY
@@ -26,6 +25,9 @@ from ifsynth.schemas.records import RunRecord, StageCounts
 from ifsynth.warehouse.keys import canonical, sha256
 from ifsynth.warehouse.live import LiveServer
 from ifsynth.warehouse.store import Warehouse
+
+if TYPE_CHECKING:  # Prefect is imported once its quiet defaults are set (quiet_prefect)
+    from prefect import Flow
 
 # Prefect with no server starts a temporary one; these keep it quiet, offline and free of result caching.
 PREFECT_DEFAULTS = {
@@ -135,7 +137,7 @@ def _unused(config: RunConfig) -> set[Endpoint]:
 
 
 def _drive(
-    flow: Callable[..., list[StageCounts]],
+    flow: Flow[..., Any],
     config: RunConfig,
     prompts: Prompts,
     templates: list[str],

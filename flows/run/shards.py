@@ -20,6 +20,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -120,10 +121,11 @@ def execute_sharded(
 
 def prepare(config: RunConfig, path: Path, prompts: Prompts, templates: list[str]) -> ShardRun:
     """The shard's run in its own warehouse: complete already, continued, or new, and waiting for a process."""
-    assert config.shard is not None
+    shard = config.shard
+    assert shard is not None
     print_ = fingerprint(config, prompts, templates)
     if config.name is not None:  # unnamed, a shard's run is named by its id, as any run is
-        named = f"{config.name}.shard-{config.shard.index}-of-{config.shard.count}"
+        named = f"{config.name}.shard-{shard.index}-of-{shard.count}"
         try:
             config = RunConfig.model_validate({**config.model_dump(), "name": named})
         except ValidationError:
@@ -133,15 +135,15 @@ def prepare(config: RunConfig, path: Path, prompts: Prompts, templates: list[str
             with Warehouse(path, read_only=True) as warehouse:
                 done = warehouse.completed_run(print_)
             if done is not None:
-                return ShardRun(config.shard, path, done, config.name or _shown(done, config.shard), complete=True)
+                return ShardRun(shard, path, done, config.name or _shown(done, shard), complete=True)
         with Warehouse(path) as warehouse:
             run_id, _, _ = open_run(warehouse, config, print_)
             warehouse.finish_run(run_id, "pending", "waiting for the process that drives it")
     except WarehouseInUse as exc:
         raise ConfigError(
-            f"{config.shard} is still being run ({exc}); wait for it, or stop it, then run this command again"
+            f"{shard} is still being run ({exc}); wait for it, or stop it, then run this command again"
         ) from None
-    return ShardRun(config.shard, path, run_id, config.name or _shown(run_id, config.shard), complete=False)
+    return ShardRun(shard, path, run_id, config.name or _shown(run_id, shard), complete=False)
 
 
 def _shown(run_id: str, shard: Shard) -> str:
@@ -255,7 +257,8 @@ def merge(
 ) -> Started:
     """Absorb every shard of one run into ``into``, then run the whole recipe there from the merged cache. The
     shards' runs are ``run_ids``, or each file's newest run."""
-    runs = [_shard_run(Path(path), run_id) for path, run_id in zip(paths, run_ids or [None] * len(paths), strict=True)]
+    wanted: Sequence[str | None] = run_ids or [None] * len(paths)
+    runs = [_shard_run(Path(path), run_id) for path, run_id in zip(paths, wanted, strict=True)]
     first_path, first = paths[0], runs[0]
     count = first[1].count
     for path, (config, shard) in zip(paths, runs, strict=True):

@@ -8,10 +8,9 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable
 from typing import Any
 
-from prefect import tags, task
+from prefect import Flow, tags, task
 from prefect.artifacts import create_markdown_artifact, create_table_artifact
 
 from ifsynth.flows.run.context import attach, check_failures, context
@@ -49,11 +48,11 @@ def run_stages(warehouse: str, run_id: str = "", config: dict[str, Any] | None =
         return counts
 
 
-def labelled(flow: Callable[..., Any], recipe_name: str, run_name: str, seeds: str, models: set[str]) -> Any:
+def labelled(flow: Flow[..., Any], recipe_name: str, run_name: str, seeds: str, models: set[str]) -> Any:
     """The flow as Prefect's UI lists it: its run named ``<recipe>/<run name>``, tagged with the recipe, the
     seeds and the models (never a key: none is a parameter, a name or a tag)."""
     labels = tags(recipe_name, f"seeds:{seeds}", *(f"model:{m}" for m in sorted(models)))
-    return labels, flow.with_options(flow_run_name=f"{recipe_name}/{run_name}")  # type: ignore[attr-defined]
+    return labels, flow.with_options(flow_run_name=f"{recipe_name}/{run_name}")
 
 
 def _publish(warehouse: Any, run_id: str) -> None:

@@ -17,7 +17,7 @@ from tests.fake_openai import FakeOpenAI
 DEMO = REPO / "flows" / "demo_seeds"
 
 
-def seeds(tmp_path: Path, change: Callable[[Path], None]) -> list[str]:
+def seeds(tmp_path: Path, change: Callable[[Path], object]) -> list[str]:
     root = tmp_path / "seeds"
     shutil.copytree(DEMO, root, ignore=shutil.ignore_patterns("infosearch"))
     change(root)
@@ -135,7 +135,7 @@ def test_bad_input_is_refused_before_any_request(case: str, tmp_path: Path) -> N
 @pytest.mark.parametrize(("args", "message"), [
     (["export", "--bogus"], "No such option: --bogus"),
     (["export", "--format", "nope"], "--format must be one of beir"),
-    (["review", "export", "--status", "nope"], "--status must be rejected, ok or all"),
+    (["review", "export", "--status", "nope"], "--status must be one of rejected, ok, all"),
     (["run"], "Missing argument"),
 ])  # fmt: skip
 def test_a_wrong_flag_or_value_is_one_line_with_exit_2(tmp_path: Path, args: list[str], message: str) -> None:

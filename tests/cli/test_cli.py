@@ -102,8 +102,8 @@ def test_run_writes_a_consistent_beir_folder(first: dict[str, Any]) -> None:
         "only_instruction_queries": "only_instruction_queries.jsonl", "only_queries": "only_queries.jsonl",
     }, "each JSONL file its own config"  # fmt: skip
     # datasets reads a folder with one builder: the TSV qrels are named with the call that loads each alone
-    for qrels in ("qrels/test.tsv", "qrels/for_only_query_test.tsv"):
-        assert f"`{qrels}`: `load_dataset('csv', data_files='{qrels}', sep='\\t')`" in card.text
+    for name in ("qrels/test.tsv", "qrels/for_only_query_test.tsv"):
+        assert f"`{name}`: `load_dataset('csv', data_files='{name}', sep='\\t')`" in card.text
 
 
 def test_rerun_sends_nothing_and_exports_the_same_bytes(server: FakeOpenAI, first: dict[str, Any]) -> None:

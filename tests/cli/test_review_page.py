@@ -75,10 +75,8 @@ def test_keys_decide_and_a_killed_server_loses_no_decision(warehouse: str, brows
     finally:
         server.send_signal(signal.SIGKILL)  # no clean shutdown: what was decided must already be on disk
         server.wait(timeout=10)
-    with Warehouse(wh, read_only=True) as warehouse:
-        people = query(
-            warehouse, "SELECT item_id, stage, judge, decision, reason FROM verdicts WHERE judge LIKE 'human%'"
-        )
+    with Warehouse(wh, read_only=True) as opened:
+        people = query(opened, "SELECT item_id, stage, judge, decision, reason FROM verdicts WHERE judge LIKE 'human%'")
     got = {(p["item_id"], p["stage"]): (p["decision"], p["reason"]) for p in people}
     expected = {
         (listed[0]["item_id"], listed[0]["stage"]): ("pass", ""),

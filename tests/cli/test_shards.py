@@ -198,7 +198,9 @@ def test_merge_refuses_shards_of_different_runs(two_shards: dict[str, Any], tmp_
     other = tmp_path / "2-of-2.duckdb"
     other.write_bytes((shards / "2-of-2.duckdb").read_bytes())
     with duckdb.connect(str(other)) as db:  # the same shard, made with another seed setting
-        (config,) = db.execute("SELECT config FROM runs").fetchone()
+        row = db.execute("SELECT config FROM runs").fetchone()
+        assert row is not None
+        (config,) = row
         changed = json.loads(config)
         changed["params"]["seed"] = 7
         db.execute("UPDATE runs SET config = ?", [json.dumps(changed)])

@@ -199,7 +199,7 @@ def recorded_grade(call: dict[str, Any]) -> float:
 
 
 def test_instfol_per_level_on_each_subsets_scale(release: dict[str, Path]) -> None:
-    options = {"run_file": release["run"], "query_run": release["bare"], "instfol": True}
+    options: dict[str, Any] = {"run_file": release["run"], "query_run": release["bare"], "instfol": True}
     with FakeOpenAI(mode="responder", responder=grader) as fake, Warehouse(release["warehouse"]) as wh:
         judged = EvaluateOptions(**options, base_url=fake.base_url, judge_model="judge")
         report = evaluate(wh, RELEASE, judged, metrics_of)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -36,7 +37,7 @@ def calls(warehouse: Warehouse) -> list[dict[str, Any]]:
 
 
 @pytest.fixture
-def warehouse(warehouse_path: Path) -> Warehouse:
+def warehouse(warehouse_path: Path) -> Iterator[Warehouse]:
     with Warehouse(warehouse_path) as opened:
         yield opened
 
@@ -45,7 +46,7 @@ def test_retries_429_and_500_then_succeeds(fake: FakeOpenAI, warehouse: Warehous
     fake.configure(mode="responder", responder=lambda body: GOOD, script=["429", "500", "ok"], retry_after=0.3)
     started = time.monotonic()
     (reply,) = answer(fake, warehouse, [ask()])
-    assert reply.status == "ok" and reply.value == RelevanceJudgement(**GOOD)
+    assert reply.status == "ok" and reply.value == RelevanceJudgement.model_validate(GOOD)
     assert reply.sent == 3
     assert time.monotonic() - started >= 0.3, "Retry-After was not honoured"
     rows = calls(warehouse)
@@ -58,7 +59,7 @@ def test_retries_429_and_500_then_succeeds(fake: FakeOpenAI, warehouse: Warehous
 def test_client_errors_are_not_retried(fake: FakeOpenAI, warehouse: Warehouse, status: str) -> None:
     fake.configure(script=[status, "ok"])
     (reply,) = answer(fake, warehouse, [ask()])
-    assert reply.status == "failed" and reply.error.startswith(f"HTTP {status}")
+    assert reply.status == "failed" and (reply.error or "").startswith(f"HTTP {status}")
     assert fake.stats()["requests"] == 1
     assert [r["http_status"] for r in calls(warehouse)] == [int(status)]
 
@@ -66,7 +67,7 @@ def test_client_errors_are_not_retried(fake: FakeOpenAI, warehouse: Warehouse, s
 def test_gives_up_after_max_attempts(fake: FakeOpenAI, warehouse: Warehouse) -> None:
     fake.configure(script=["500"] * 10)
     (reply,) = answer(fake, warehouse, [ask()], max_attempts=3)
-    assert reply.status == "failed" and "HTTP 500" in reply.error
+    assert reply.status == "failed" and "HTTP 500" in (reply.error or "")
     assert fake.stats()["requests"] == 3 and len(calls(warehouse)) == 3
 
 
@@ -97,7 +98,7 @@ def test_a_reask_can_repair_the_answer(fake: FakeOpenAI, warehouse: Warehouse) -
 def test_cut_off_answers_say_so(fake: FakeOpenAI, warehouse: Warehouse) -> None:
     fake.configure(mode="responder", responder=lambda body: GOOD, rate_length=1.0)
     (reply,) = answer(fake, warehouse, [ask()])
-    assert reply.status == "parse_error" and "cut off at max_tokens" in reply.error
+    assert reply.status == "parse_error" and "cut off at max_tokens" in (reply.error or "")
 
 
 def test_answered_requests_come_from_the_cache(fake: FakeOpenAI, warehouse: Warehouse) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -175,7 +176,7 @@ def test_a_run_stopped_by_its_budget_is_marked_stopped_and_continues(
     warehouse = tmp_path / "w.duckdb"
     server = make_fake(mode="responder", responder=sensible)
 
-    def run(**budget: float) -> str:
+    def run(**budget: Any) -> str:
         settings = resolve(
             "instructir", seeds="demo", limit=3, base_url=server.base_url, model="m",
             sets=["instructions_per_query=3", "min_group_size=1"], **budget,

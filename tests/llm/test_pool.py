@@ -34,7 +34,7 @@ class Clock:
 
 def pool(*weights: float, clock: Clock | None = None, concurrency: int = 4) -> Pool:
     members = tuple(Member(base_url=f"http://10.0.0.{i}:8000/v1", weight=w) for i, w in enumerate(weights, 1))
-    return Pool(Endpoint(members=members, concurrency=concurrency), clock=clock or Clock())  # type: ignore[call-arg]
+    return Pool(Endpoint.model_validate({"members": members, "concurrency": concurrency}), clock=clock or Clock())
 
 
 def pick(members: Pool) -> Route:
@@ -63,7 +63,8 @@ def test_attempts_go_where_there_is_most_room_for_the_weight() -> None:
 
 
 def test_a_member_that_refuses_rests_and_comes_back() -> None:
-    clock, notes = Clock(), []
+    clock = Clock()
+    notes: list[str] = []
     members = pool(1, 1, clock=clock)
     members.notify = notes.append
     a, b = members.routes

@@ -5,19 +5,20 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from typing import Any
 
 import pytest
 
 from ifsynth.flows.llm.answers import decode_completion
 from ifsynth.flows.llm.route import Route, public_url
 from ifsynth.schemas.answers import RelevanceJudgement, strict_schema
-from ifsynth.schemas.config import Endpoint
+from ifsynth.schemas.config import Endpoint, StructuredOutput
 from tests.helpers import ask
 
 MESSAGES = [{"role": "system", "content": "be brief"}, {"role": "user", "content": "judge this"}]
 
 
-def body(style: str, messages: list[dict[str, str]] | None = None, **changes: object) -> dict:
+def body(style: StructuredOutput, messages: list[dict[str, str]] | None = None, **changes: Any) -> dict:
     route = Route(Endpoint(base_url="http://localhost:8000/v1", structured_output=style))
     given = [dict(m) for m in MESSAGES] if messages is None else messages
     return route.body(dataclasses.replace(ask(), **changes), "m", 7, given)

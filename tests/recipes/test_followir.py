@@ -72,7 +72,7 @@ def judge(prompt: str) -> dict[str, Any] | str:
         relevant = window.startswith("Relevant") and not window.startswith("Relevant 2")
         return {"explanation": "as the narrative says", "relevant": relevant}
     doc = next(d for d, text in CORPUS.items() if window in text)
-    qid, candidate = TOPIC_OF[doc], int(re.search(r"\[candidate (\d)\]", narrative).group(1))  # type: ignore[union-attr]
+    qid, candidate = TOPIC_OF[doc], int(re.findall(r"\[candidate (\d)\]", narrative)[0])
     if (doc, candidate) == (UNPARSABLE, 1):
         return "relevant: maybe"
     if window != CORPUS[doc] and CORPUS[doc].startswith(window):

@@ -98,7 +98,7 @@ def expert(body: dict[str, Any]) -> dict[str, Any]:
     prompt = first_prompt(body)
     if name == "LevelInstruction":
         below = line_after(prompt, "Their current instruction")
-        level = int(re.search(r"Write the level (\d) instruction", prompt).group(1))  # type: ignore[union-attr]
+        level = int(re.findall(r"Write the level (\d) instruction", prompt)[0])
         qid = next(q for q, text in QUERY_TEXT.items() if f"Query: {text}\n" in prompt)
         bad = (qid == FAILS_ONCE and "An earlier attempt" not in prompt) or (qid == FAILS_TWICE and level == 2)
         return {"added": [f"detail {level}"], "instruction": f"{below} [L{level}{'*' if bad else ''}]"}
@@ -107,8 +107,8 @@ def expert(body: dict[str, Any]) -> dict[str, Any]:
         keeps = not above.endswith("*]")
         return {"explanation": "kept" if keeps else "the asker's age is gone", "keeps_all": keeps, "adds": True}
     if name == "RelevanceLabel":
-        instruction = re.search(r"^Instruction: (.*)$", prompt, re.MULTILINE).group(1)  # type: ignore[union-attr]
-        passage = " ".join(re.search(r"^Passage: (.*)$", prompt, re.MULTILINE).group(1).split())  # type: ignore[union-attr]
+        instruction = re.findall(r"^Instruction: (.*)$", prompt, re.MULTILINE)[0]
+        passage = " ".join(re.findall(r"^Passage: (.*)$", prompt, re.MULTILINE)[0].split())
         doc = PASSAGES[passage]
         level = 1 + instruction.count("[L")
         relevant = doc in judged_relevant(QUERY_OF[doc], level)
@@ -245,7 +245,11 @@ def test_the_ifir_export_nests_and_imports_back_into_the_same_counts(release: di
 
 def test_evaluate_scores_every_level_by_domain_with_its_instfol(release: dict[str, Any], tmp_path: Path) -> None:
     with FakeOpenAI() as judge, Warehouse(release["warehouse"]) as wh:
-        options = {"out_file": tmp_path / "bm25.trec", "base_url": judge.base_url, "judge_model": "judge"}
+        options: dict[str, Any] = {
+            "out_file": tmp_path / "bm25.trec",
+            "base_url": judge.base_url,
+            "judge_model": "judge",
+        }
         report = evaluate(
             wh, release["name"], EvaluateOptions(retriever="bm25", instfol=True, **options), metrics_of, notify=print
         )

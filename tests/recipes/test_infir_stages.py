@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from ifsynth.flows.recipes.infir.judge_tuples import JUDGMENTS, JudgeTuples
 from ifsynth.flows.recipes.infir.poison import NEGATIVE_INSTRUCTION, NEGATIVE_QUERY, Poison
 from ifsynth.flows.recipes.infir.tuples import tuple_outcome
+from ifsynth.flows.run.stage import Env
 from ifsynth.flows.stages.judge import labels
 from ifsynth.schemas.answers import CodeInstructionPoisoning, InstructionPoisoning, QueryPoisoning, candidate_pick
+from ifsynth.schemas.records import ItemRecord
 from ifsynth.warehouse.keys import item_id
 from tests.helpers import at, env, item, ok, unusable
 
@@ -80,9 +84,9 @@ def test_a_code_negative_naming_another_language_is_rejected() -> None:
     assert decision == "reject" and rule == "rule:language" and "'Rust'" in verdicts[0].reason
 
 
-def negatives() -> tuple[object, object, object]:
+def negatives() -> tuple[Env, ItemRecord, ItemRecord]:
     ctx = env("infir")
-    shared = {"query_id": "q1", "doc_id": "d1", "query_positive": "qp", "instruction_positive": "ip",
+    shared: dict[str, Any] = {"query_id": "q1", "doc_id": "d1", "query_positive": "qp", "instruction_positive": "ip",
               "instruction_item": "instr-1", "original_passage": "P+"}  # fmt: skip
     first = item("rewrite", "rewrite", role=NEGATIVE_INSTRUCTION, instruction="i-", query="qp", passage="P1-", **shared)
     first = first.model_copy(update={"item_id": "p1", "parent_ids": ("poisoned-i",)})

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -12,7 +13,7 @@ from ifsynth.flows.run.config import resolve
 from ifsynth.schemas.errors import ConfigError
 from tests.conftest import INSTRUCTIR_SEEDS
 
-BASE = {"seeds": "demo", "base_url": "http://127.0.0.1:9/v1", "model": "m"}
+BASE: dict[str, Any] = {"seeds": "demo", "base_url": "http://127.0.0.1:9/v1", "model": "m"}
 
 
 def test_a_partial_override_changes_one_key_and_keeps_the_rest() -> None:

@@ -4,6 +4,7 @@ right passages, the gold survives the shuffle, and the filters keep and drop wha
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -20,7 +21,7 @@ from tests.helpers import query, sensible
 
 
 @pytest.fixture
-def server() -> FakeOpenAI:
+def server() -> Iterator[FakeOpenAI]:
     with FakeOpenAI(mode="responder", responder=sensible) as fake:
         yield fake
 
