@@ -6,7 +6,7 @@ from functools import partial
 from typing import Any
 
 from ifsynth.flows.recipes.ifir.assemble import assemble_ifir
-from ifsynth.flows.recipes.ifir.levels import WriteLevel, write_level1
+from ifsynth.flows.recipes.ifir.levels import WriteLevel, WriteLevel1
 from ifsynth.flows.recipes.ifir.nest import nest_levels
 from ifsynth.flows.recipes.ifir.select import seed_sources, select_queries
 from ifsynth.flows.run.stage import Call, Stage
@@ -28,7 +28,7 @@ def stages(params: RecipeParams) -> list[Stage]:
     p = params
     return [
         Call("select", select_queries),
-        Call("level1", write_level1, {"source": "select"}),
+        WriteLevel1(),
         *(
             WriteLevel(
                 name=f"level{n}",
