@@ -14,7 +14,7 @@ import pytest
 from huggingface_hub import DatasetCard
 
 from ifsynth.schemas.errors import ImportFailed, WarehouseError
-from ifsynth.warehouse.export import export
+from ifsynth.warehouse.export import Format, export
 from ifsynth.warehouse.imports import import_release
 from ifsynth.warehouse.store import Warehouse
 from tests.helpers import query
@@ -167,8 +167,8 @@ def test_beir_gives_one_folder_per_level(wh: Warehouse, tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("fmt", ["mteb", "jsonl", "parquet"])
-def test_the_generic_formats_take_the_release(wh: Warehouse, tmp_path: Path, fmt: str) -> None:
-    written = export(wh, "orig", fmt, tmp_path / fmt)  # type: ignore[arg-type]
+def test_the_generic_formats_take_the_release(wh: Warehouse, tmp_path: Path, fmt: Format) -> None:
+    written = export(wh, "orig", fmt, tmp_path / fmt)
     assert len(written) == {"mteb": 13, "jsonl": 3, "parquet": 3}[fmt]
 
 
