@@ -79,7 +79,7 @@ def judge(prompt: str) -> dict[str, Any] | str:
 
 def first_prompt(body: dict[str, Any]) -> str:
     """The stage's prompt, also when the gateway follows it with a request to repair an unparsable answer."""
-    return next(m["content"] for m in body["messages"] if m["role"] == "user")
+    return str(next(m["content"] for m in body["messages"] if m["role"] == "user"))
 
 
 def assessor(body: dict[str, Any]) -> dict[str, Any] | str:

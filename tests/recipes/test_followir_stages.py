@@ -4,6 +4,7 @@ rerank pool and the release rows."""
 from __future__ import annotations
 
 import json
+from typing import Any
 
 from ifsynth.flows.recipes.followir.alteration import Rejudged, SelectAlteration
 from ifsynth.flows.recipes.followir.assemble import evaluation_rows, training_rows
@@ -16,7 +17,7 @@ from ifsynth.schemas.seeds import SeedPair, SeedPassage, SeedQuery
 from ifsynth.warehouse.keys import item_id
 from tests.helpers import at, env, item
 
-TOPIC = {
+TOPIC: dict[str, Any] = {
     "query_id": "f101", "query": "rhino horn poaching", "title": "Rhinos", "description": "Poaching of rhinos.",
     "narrative": "Reports on poaching are relevant.", "instruction": "Reports on poaching are relevant.",
     "grades": {"d1": 2, "d2": 1, "d3": 1, "d4": 0, "d5": 0},
@@ -135,7 +136,7 @@ def test_a_balanced_pair_holds_the_relevant_and_the_non_relevant_document() -> N
     assert (verdict.score, verdict.threshold) == (1, 2)
 
 
-ALTERED = {
+ALTERED: dict[str, Any] = {
     "query_id": "f101", "query": "rhino horn poaching", "title": "Rhinos", "description": "Poaching of rhinos.",
     "instruction_og": "og narrative", "instruction_changed": "changed narrative", "change": "c2", "candidate": 2,
     "grades": {"d1": 2, "d2": 1, "d4": 0, "d9": 0}, "flipped": ["d2"], "relevant": ["d1", "d2"],

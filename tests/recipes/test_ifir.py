@@ -89,7 +89,7 @@ def line_after(prompt: str, heading: str) -> str:
 
 
 def first_prompt(body: dict[str, Any]) -> str:
-    return next(m["content"] for m in body["messages"] if m["role"] == "user")
+    return str(next(m["content"] for m in body["messages"] if m["role"] == "user"))
 
 
 def expert(body: dict[str, Any]) -> dict[str, Any]:

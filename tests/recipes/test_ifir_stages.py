@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
 from ifsynth.flows.llm.requests import Ask, Reply
 from ifsynth.flows.recipes.ifir.assemble import corpus_rows, release_rows
@@ -17,7 +18,7 @@ from ifsynth.schemas.seeds import SeedPair, SeedPassage, SeedQuery
 from ifsynth.warehouse.keys import item_id
 from tests.helpers import at, env, item, ok, unusable
 
-QUERY = {
+QUERY: dict[str, Any] = {
     "subset": "scifact_open", "domain": "science", "query_id": "scifact_open-5", "seed_query_id": "5",
     "query": "Aspirin prevents strokes.", "relevant": ["scifact_open-40", "scifact_open-41"], "stance": "SUPPORT",
 }  # fmt: skip
@@ -158,7 +159,7 @@ def labels(of: ItemRecord, *relevant: str, irrelevant: tuple[str, ...] = ()) -> 
 
 def checked(levels: list[ItemRecord], judged: dict[str, list[ItemRecord]]) -> Checked:
     query = item("select", "query", "scifact_open-5", **QUERY)
-    seed = {"scifact_open-40": "SUPPORT", "scifact_open-41": "CONTRADICT"}
+    seed: dict[str, str | None] = {"scifact_open-40": "SUPPORT", "scifact_open-41": "CONTRADICT"}
     return Checked(query, {lv.payload["level"]: lv for lv in levels}, seed, judged)
 
 
