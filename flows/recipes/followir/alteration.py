@@ -11,7 +11,7 @@ documents."""
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from itertools import groupby
 from typing import ClassVar
 
@@ -30,7 +30,7 @@ class Rejudged:
 
     candidate: ItemRecord
     labels: list[ItemRecord]
-    roles: dict[str, Role] = field(default_factory=dict)
+    roles: dict[str, Role]
 
 
 @dataclass(frozen=True, kw_only=True)

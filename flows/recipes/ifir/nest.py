@@ -10,7 +10,7 @@ marked rejected, so ``audit --stage nest`` lists it with its reason."""
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import ClassVar
 
 from ifsynth.flows.run.context import RunContext
@@ -29,7 +29,7 @@ class Checked:
     query: ItemRecord
     levels: dict[int, ItemRecord]
     seed_labels: dict[str, str | None]
-    labels: dict[str, list[ItemRecord]] = field(default_factory=dict)  # level item id -> its ``ok`` labels
+    labels: dict[str, list[ItemRecord]]  # level item id -> its ``ok`` labels
 
 
 @dataclass(frozen=True, kw_only=True)
