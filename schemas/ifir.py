@@ -11,6 +11,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from ifsynth.schemas.records import Payload
+
 Domain = Literal["finance", "science", "law", "healthcare"]
 DOMAINS: tuple[Domain, ...] = ("finance", "science", "law", "healthcare")
 LEVELS: tuple[int, ...] = (1, 2, 3)
@@ -91,3 +93,56 @@ SCHEMES: dict[str, Scheme] = {
 # IFIR's subsets with one instruction per query (its level 0: NFCorpus, TREC-CDS, FIRE), which ifsynth does not build
 SINGLE_LEVEL: tuple[str, ...] = ("nfcorpus", "cds", "fire")
 DEFAULT_SUBSET: dict[Domain, str] = {scheme.domain: name for name, scheme in SCHEMES.items()}
+
+
+class IFIRQuery(Payload):
+    """A selected seed query (kind ``query``); its levels and its group carry these fields on."""
+
+    subset: str
+    domain: Domain
+    query_id: str = Field(description="the release id, `<subset>-<seed query id>`")
+    seed_query_id: str
+    query: str
+    relevant: list[str] = Field(description="the release ids of its originally relevant passages, in seed order")
+    stance: str | None = Field(description="the seed stance label level 2 asks for, where the subset has them")
+
+
+class IFIRPassage(Payload):
+    """An originally relevant passage of a selected query (kind ``passage``), which the levels are re-checked on."""
+
+    doc_id: str = Field(description="its release id")
+    seed_doc_id: str
+    title: str
+    passage: str
+    label: str | None = Field(description="its seed stance label, upper-cased, if any")
+
+
+class Level(IFIRQuery):
+    """One instruction level of a query (kind ``level``): level 1 the subset's generic ask, above it written."""
+
+    level: int
+    instruction: str
+
+
+class Rechecked(Payload):
+    """A passage's re-check under a level (kind ``label``): relevant or not."""
+
+    doc_id: str
+    relevant: bool
+
+
+class KeptLevel(BaseModel):
+    """A level a query keeps, with the passages relevant at it (within those of the level below)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    level: int
+    instruction: str
+    relevant: list[str]
+    item: str = Field(description="the level's item id")
+
+
+class QueryLevels(IFIRQuery):
+    """A query with its nested levels up to the first dropped one (kind ``group``): what assembly releases."""
+
+    levels: list[KeptLevel]

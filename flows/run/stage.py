@@ -261,7 +261,7 @@ class RuleStage(Stage, Generic[T]):
         return ctx.warehouse.items(ctx.run_id, self.source)  # type: ignore[return-value]
 
     def total(self, ctx: RunContext) -> int:
-        """How many inputs the progress bar expects."""
+        """How many inputs the progress bar expects, where ``inputs`` are not a list (its entries, counted)."""
         return ctx.warehouse.count_items(ctx.run_id, self.source)
 
     @abstractmethod
@@ -274,8 +274,10 @@ class RuleStage(Stage, Generic[T]):
 
     def run(self, ctx: RunContext, order: int) -> StageCounts:
         env = stage_env(ctx, self.name)
-        writer = StageWriter(ctx, self.name, order, self.total(ctx))
-        for page in self.inputs(ctx):
+        pages = self.inputs(ctx)
+        total = sum(map(len, pages)) if isinstance(pages, list) else self.total(ctx)  # a list: read once, counted
+        writer = StageWriter(ctx, self.name, order, total)
+        for page in pages:
             for input_id, outcome in self.decide(env, page):
                 writer.add(input_id, outcome)
                 ctx.progress.advance(self.name)

@@ -31,7 +31,7 @@ from ifsynth.warehouse.imports import import_release
 from ifsynth.warehouse.store import Warehouse
 from tests.conftest import REPO
 from tests.fake_openai import FakeOpenAI
-from tests.helpers import query
+from tests.helpers import field, query
 
 SEEDS = REPO / "flows" / "demo_seeds" / "followir"
 
@@ -60,19 +60,15 @@ def flips(qid: str) -> set[str]:
     return set(relevant_docs(qid)[1::2])
 
 
-def field(text: str, label: str) -> str:
-    match = re.search(rf"^{label}: (.*)$", text, re.MULTILINE)
-    assert match, f"no `{label}:` line in the prompt"
-    return match.group(1)
-
-
 def judge(prompt: str) -> dict[str, Any] | str:
     narrative, window = field(prompt, "Narrative"), " ".join(field(prompt, "Document").split())
     if narrative.startswith("TRAIN"):  # a training document: judged as written, except the second relevant one
         relevant = window.startswith("Relevant") and not window.startswith("Relevant 2")
         return {"explanation": "as the narrative says", "relevant": relevant}
     doc = next(d for d, text in CORPUS.items() if window in text)
-    qid, candidate = TOPIC_OF[doc], int(re.findall(r"\[candidate (\d)\]", narrative)[0])
+    named = re.search(r"\[candidate (\d)\]", narrative)
+    assert named, "an altered narrative carries its candidate's number"
+    qid, candidate = TOPIC_OF[doc], int(named.group(1))
     if (doc, candidate) == (UNPARSABLE, 1):
         return "relevant: maybe"
     if window != CORPUS[doc] and CORPUS[doc].startswith(window):
@@ -84,7 +80,7 @@ def judge(prompt: str) -> dict[str, Any] | str:
 
 def first_prompt(body: dict[str, Any]) -> str:
     """The stage's prompt, also when the gateway follows it with a request to repair an unparsable answer."""
-    return next(m["content"] for m in body["messages"] if m["role"] == "user")
+    return str(next(m["content"] for m in body["messages"] if m["role"] == "user"))
 
 
 def assessor(body: dict[str, Any]) -> dict[str, Any] | str:

@@ -31,7 +31,7 @@ from ifsynth.warehouse.imports import import_release
 from ifsynth.warehouse.store import Warehouse
 from tests.conftest import REPO
 from tests.fake_openai import FakeOpenAI
-from tests.helpers import query
+from tests.helpers import field, query
 
 SEEDS = REPO / "flows" / "demo_seeds" / "ifir"
 
@@ -90,7 +90,7 @@ def line_after(prompt: str, heading: str) -> str:
 
 
 def first_prompt(body: dict[str, Any]) -> str:
-    return next(m["content"] for m in body["messages"] if m["role"] == "user")
+    return str(next(m["content"] for m in body["messages"] if m["role"] == "user"))
 
 
 def expert(body: dict[str, Any]) -> dict[str, Any]:
@@ -98,7 +98,9 @@ def expert(body: dict[str, Any]) -> dict[str, Any]:
     prompt = first_prompt(body)
     if name == "LevelInstruction":
         below = line_after(prompt, "Their current instruction")
-        level = int(re.findall(r"Write the level (\d) instruction", prompt)[0])
+        asked = re.search(r"Write the level (\d) instruction", prompt)
+        assert asked, "a level prompt names the level it asks for"
+        level = int(asked.group(1))
         qid = next(q for q, text in QUERY_TEXT.items() if f"Query: {text}\n" in prompt)
         bad = (qid == FAILS_ONCE and "An earlier attempt" not in prompt) or (qid == FAILS_TWICE and level == 2)
         return {"added": [f"detail {level}"], "instruction": f"{below} [L{level}{'*' if bad else ''}]"}
@@ -107,8 +109,7 @@ def expert(body: dict[str, Any]) -> dict[str, Any]:
         keeps = not above.endswith("*]")
         return {"explanation": "kept" if keeps else "the asker's age is gone", "keeps_all": keeps, "adds": True}
     if name == "RelevanceLabel":
-        instruction = re.findall(r"^Instruction: (.*)$", prompt, re.MULTILINE)[0]
-        passage = " ".join(re.findall(r"^Passage: (.*)$", prompt, re.MULTILINE)[0].split())
+        instruction, passage = field(prompt, "Instruction"), " ".join(field(prompt, "Passage").split())
         doc = PASSAGES[passage]
         level = 1 + instruction.count("[L")
         relevant = doc in judged_relevant(QUERY_OF[doc], level)

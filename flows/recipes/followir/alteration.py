@@ -10,101 +10,121 @@ documents."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+from dataclasses import dataclass
+from itertools import groupby
+from typing import ClassVar
+
 from ifsynth.flows.recipes.followir.settings import FollowIRParams
-from ifsynth.flows.recipes.followir.topics import RELEVANT, SPOT_CHECK
 from ifsynth.flows.run.context import RunContext
-from ifsynth.flows.run.stage import Outcome, StageWriter
-from ifsynth.schemas.records import ItemRecord, StageCounts
+from ifsynth.flows.run.stage import Decided, Env, Outcome, RuleStage
+from ifsynth.schemas.followir import RELEVANT, SPOT_CHECK, AlteredTopic, Candidate, JudgedDocument, Label, Role
+from ifsynth.schemas.records import ItemRecord, Payload
 
 JUDGE = "rule:flip_share"
 
 
-def select_alterations(ctx: RunContext, order: int, *, stage: str, candidates: str, labels: str) -> StageCounts:
-    params = ctx.params
-    assert isinstance(params, FollowIRParams)
-    by_topic: dict[str, list[ItemRecord]] = {}
-    for page in ctx.warehouse.items(ctx.run_id, candidates, status=None):
-        for item in page:
-            if item.status in ("ok", "failed", "parse_error"):  # the last two were short of a re-judgment
-                by_topic.setdefault(item.group_id, []).append(item)
-    judged: dict[str, list[ItemRecord]] = {}
-    for page in ctx.warehouse.items(ctx.run_id, labels):
-        for item in page:
-            judged.setdefault(item.parent_ids[0], []).append(item)
-    documents = _documents(ctx)
-    writer = StageWriter(ctx, stage, order, total=sum(map(len, by_topic.values())))
-    for group in sorted(by_topic):
-        kept: ItemRecord | None = None
-        for candidate in sorted(by_topic[group], key=lambda item: item.payload["k"]):
-            if kept is not None:
-                writer.add(candidate.item_id, Outcome("set_aside"))
-                ctx.progress.advance(stage)
-                continue
-            outcome, flipped = _examine(writer, candidate, judged.get(candidate.item_id, []), documents[group], params)
-            if outcome.decision == "pass":
-                kept = candidate
-                outcome.items.append(_altered_topic(writer, candidate, flipped, documents[group]))
-            writer.add(candidate.item_id, outcome)
-            ctx.progress.advance(stage)
-    return writer.close()
+@dataclass(frozen=True)
+class Rejudged:
+    """A candidate alteration with its re-judgments and the role of each document its topic is re-judged on."""
+
+    candidate: ItemRecord
+    labels: list[ItemRecord]
+    roles: dict[str, Role]
 
 
-def _documents(ctx: RunContext) -> dict[str, dict[str, str]]:
-    """Per topic, the role (relevant or spot check) of each document it is re-judged on."""
-    roles: dict[str, dict[str, str]] = {}
-    for page in ctx.warehouse.items(ctx.run_id, "select"):
-        for item in page:
-            if item.kind == "judged":
-                roles.setdefault(item.group_id, {})[item.payload["doc_id"]] = item.payload["role"]
-    return roles
+@dataclass(frozen=True, kw_only=True)
+class SelectAlteration(RuleStage[Rejudged]):
+    """Per topic, the first candidate of ``source`` whose re-judgments in ``labels`` narrow relevance as asked."""
+
+    name: str = "select_alteration"
+    source: str = "alter"
+    labels: str = "rejudge"
+    documents: str = "select"
+    reads: ClassVar[type[Payload]] = Candidate
+
+    def inputs(self, ctx: RunContext) -> list[list[Rejudged]]:
+        """Every topic's candidates (those short of a re-judgment too), in topic order, each topic's in the order
+        written."""
+        by_topic: dict[str, list[ItemRecord]] = {}
+        for page in ctx.warehouse.items(ctx.run_id, self.source, status=None):
+            for item in page:
+                if item.status in ("ok", "failed", "parse_error"):  # the last two were short of a re-judgment
+                    by_topic.setdefault(item.group_id, []).append(item)
+        judged: dict[str, list[ItemRecord]] = {}
+        for page in ctx.warehouse.items(ctx.run_id, self.labels):
+            for item in page:
+                judged.setdefault(item.parent_ids[0], []).append(item)
+        roles: dict[str, dict[str, Role]] = {}
+        for page in ctx.warehouse.items(ctx.run_id, self.documents):
+            for item in page:
+                if item.kind == "judged":
+                    document = item.read(JudgedDocument)
+                    roles.setdefault(item.group_id, {})[document.doc_id] = document.role
+        return [
+            [
+                Rejudged(candidate, judged.get(candidate.item_id, []), roles[group])
+                for group in sorted(by_topic)
+                for candidate in sorted(by_topic[group], key=lambda item: item.read(Candidate).k)
+            ]
+        ]
+
+    def decide(self, env: Env, page: list[Rejudged]) -> Iterable[Decided]:
+        params = env.params
+        assert isinstance(params, FollowIRParams)
+        for _, candidates in groupby(page, key=lambda entry: entry.candidate.group_id):
+            kept = False
+            for entry in candidates:
+                if kept:
+                    yield entry.candidate.item_id, Outcome("set_aside")
+                    continue
+                outcome, flipped = _examine(env, entry, params)
+                if outcome.decision == "pass":
+                    kept = True
+                    outcome.items.append(_altered_topic(env, entry.candidate, flipped, entry.roles))
+                yield entry.candidate.item_id, outcome
 
 
-def _examine(
-    writer: StageWriter,
-    candidate: ItemRecord,
-    labels: list[ItemRecord],
-    roles: dict[str, str],
-    params: FollowIRParams,
-) -> tuple[Outcome, list[str]]:
+def _examine(env: Env, entry: Rejudged, params: FollowIRParams) -> tuple[Outcome, list[str]]:
     """The candidate's verdict, and the relevant documents it flips."""
+    roles = entry.roles
     relevant = sorted(doc for doc, role in roles.items() if role == RELEVANT)
-    got = {label.payload["doc_id"]: label for label in labels}
-    flipped = [doc for doc in relevant if doc in got and not got[doc].payload["relevant"]]
+    got = {label.doc_id: label for label in (item.read(Label) for item in entry.labels)}
+    flipped = [doc for doc in relevant if doc in got and not got[doc].relevant]
     share = len(flipped) / len(relevant) if relevant else 0.0
     low, high = params.flip_share
     missing = sorted(set(roles) - set(got))
-    widened = [
-        doc for doc, role in sorted(roles.items()) if role == SPOT_CHECK and doc in got and got[doc].payload["relevant"]
-    ]
+    widened = [doc for doc, role in sorted(roles.items()) if role == SPOT_CHECK and doc in got and got[doc].relevant]
     measured = f"flips {len(flipped)} of {len(relevant)} relevant documents ({share:.0%})"
+    threshold: float | None = None
     if missing:
         reason = f"{len(missing)} of {len(roles)} re-judgments missing (failed or unparsable): {', '.join(missing)}"
-        reason, threshold = f"{reason}; {measured}", None
+        reason = f"{reason}; {measured}"
     elif widened:
         reason = f"widens relevance: originally non-relevant {', '.join(widened)} judged relevant under it; {measured}"
-        threshold = None
     elif not low <= share <= high:
         reason, threshold = f"{measured}, outside [{low:.0%}, {high:.0%}]", low if share < low else high
     else:
-        verdict = writer.verdict(candidate.item_id, "pass", judge=JUDGE, reason=measured, score=share)
+        verdict = env.verdict(entry.candidate.item_id, "pass", judge=JUDGE, reason=measured, score=share)
         return Outcome("pass", verdicts=[verdict], n_out=1), flipped
-    verdict = writer.verdict(candidate.item_id, "reject", judge=JUDGE, reason=reason, score=share, threshold=threshold)
+    item_id = entry.candidate.item_id
+    verdict = env.verdict(item_id, "reject", judge=JUDGE, reason=reason, score=share, threshold=threshold)
     return Outcome("reject", verdicts=[verdict], n_out=0), flipped
 
 
-def _altered_topic(writer: StageWriter, candidate: ItemRecord, flipped: list[str], roles: dict[str, str]) -> ItemRecord:
-    p = candidate.payload
-    payload = {
-        "query_id": p["query_id"],
-        "query": p["query"],
-        "title": p["title"],
-        "description": p["description"],
-        "instruction_og": p["narrative"],
-        "instruction_changed": p["instruction"],
-        "change": p["change"],
-        "candidate": p["k"],
-        "grades": p["grades"],
-        "flipped": flipped,
-        "relevant": sorted(doc for doc, role in roles.items() if role == RELEVANT),
-    }
-    return writer.child(candidate, "altered_topic", payload)
+def _altered_topic(env: Env, candidate: ItemRecord, flipped: list[str], roles: dict[str, Role]) -> ItemRecord:
+    p = candidate.read(Candidate)
+    payload = AlteredTopic(
+        query_id=p.query_id,
+        query=p.query,
+        title=p.title,
+        description=p.description,
+        instruction_og=p.narrative,
+        instruction_changed=p.instruction,
+        change=p.change,
+        candidate=p.k,
+        grades=p.grades,
+        flipped=flipped,
+        relevant=sorted(doc for doc, role in roles.items() if role == RELEVANT),
+    )
+    return env.child(candidate, "altered_topic", payload)

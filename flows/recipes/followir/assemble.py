@@ -12,13 +12,17 @@ Training set: each balanced pair becomes one query (mode ``train``) with two doc
 from __future__ import annotations
 
 import json
-from typing import Any
+from abc import abstractmethod
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any, ClassVar
 
 from ifsynth.flows.run.context import RunContext
-from ifsynth.flows.run.stage import Outcome, StageWriter
+from ifsynth.flows.run.stage import Decided, Env, Outcome, RuleStage
 from ifsynth.flows.stages.assemble import Rows, publish, release_card
-from ifsynth.schemas.modes import CHANGED, FOLLOWIR_MODES, TRAIN
-from ifsynth.schemas.records import StageCounts
+from ifsynth.schemas.followir import PooledTopic, ShortForm, TrainingPair
+from ifsynth.schemas.modes import CHANGED, FOLLOWIR_MODES, OG, TRAIN
+from ifsynth.schemas.records import ItemRecord, Payload, StageCounts
 
 QRELS_NOTE = [
     "Each topic is one query id in two modes: `og` (the TREC narrative as `instruction_og`) and `changed` (the",
@@ -34,107 +38,144 @@ def ablations_of(ctx: RunContext, ablations: bool) -> dict[str, dict[str, str]]:
     for stage, field in (("shorten", "short_query"), ("keywords", "keywords")) if ablations else ():
         for page in ctx.warehouse.items(ctx.run_id, stage):
             for item in page:
-                found.setdefault(item.group_id, {})[field] = item.payload["instruction"]
+                found.setdefault(item.group_id, {})[field] = item.read(ShortForm).instruction
     return found
 
 
-def assemble_followir(ctx: RunContext, order: int, *, stage: str, source: str, ablations: bool) -> StageCounts:
-    """Every pooled topic of ``source`` becomes release rows (with its short command and keywords when the
-    ablation stages ran)."""
-    topics = [item for page in ctx.warehouse.items(ctx.run_id, source) for item in page]
-    forms = ablations_of(ctx, ablations)
-    writer = StageWriter(ctx, stage, order, total=len(topics))
-    rows, top_ranked, pooled = Rows(), [], set()
+@dataclass(frozen=True, kw_only=True)
+class Assemble(RuleStage[ItemRecord]):
+    """Every ``ok`` item of ``source`` passes into the release, which ``finish`` writes from them all (with each
+    topic's short command and keywords when the ablation stages ran)."""
+
+    name: str = "assemble"
+    whole: bool = True
+    ablations: bool
+
+    def decide(self, env: Env, page: list[ItemRecord]) -> Iterable[Decided]:
+        return [(item.item_id, Outcome("pass", n_out=1)) for item in page]
+
+    def finish(self, ctx: RunContext, env: Env, counts: StageCounts) -> None:
+        items = [item for page in ctx.warehouse.items(ctx.run_id, self.source) for item in page]
+        ctx.warehouse.set_status(ctx.run_id, [item.item_id for item in items], "accepted")
+        self.release(ctx, items, ablations_of(ctx, self.ablations), counts)
+
+    @abstractmethod
+    def release(
+        self, ctx: RunContext, items: list[ItemRecord], forms: dict[str, dict[str, str]], counts: StageCounts
+    ) -> None:
+        """Write the release of ``items``."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class AssembleFollowIR(Assemble):
+    """The evaluation set: every pooled topic in both modes, with its pool."""
+
+    source: str = "pool"
+    reads: ClassVar[type[Payload]] = PooledTopic
+
+    def release(
+        self, ctx: RunContext, items: list[ItemRecord], forms: dict[str, dict[str, str]], counts: StageCounts
+    ) -> None:
+        rows, top_ranked = evaluation_rows(items, forms)
+        pooled = {doc for topic in items for doc in topic.read(PooledTopic).pool}
+        for passage in ctx.source.passages():
+            if passage.doc_id in pooled:
+                rows.docs.append({"doc_id": passage.doc_id, "title": passage.title, "text": passage.text, "meta": "{}"})
+        rows.docs.sort(key=lambda doc: doc["doc_id"])
+        card = release_card(
+            ctx,
+            counts,
+            queries=len(items),
+            instances=len(items),
+            corpus=len(rows.docs),
+            qrels=len(rows.qrels),
+            top_ranked=len(top_ranked),
+            flipped=sum(len(topic.read(PooledTopic).flipped) for topic in items),
+        )
+        card["notes"] = QRELS_NOTE
+        publish(ctx, card, rows.docs, rows.queries, rows.qrels, top_ranked)
+
+
+def evaluation_rows(topics: list[ItemRecord], forms: dict[str, dict[str, str]]) -> tuple[Rows, list[dict[str, Any]]]:
+    """Each topic's queries (``og`` and ``changed``), qrels within its pool and pool (``top_ranked``)."""
+    rows, top_ranked = Rows(), []
     for topic in topics:
-        p = topic.payload
-        pool = set(p["pool"])
-        pooled |= pool
+        p = topic.read(PooledTopic)
+        pool = set(p.pool)
         meta = {
-            "title": p["title"],
-            "description": p["description"],
-            "change": p["change"],
+            "title": p.title,
+            "description": p.description,
+            "change": p.change,
             "item": topic.item_id,
             **forms.get(topic.group_id, {}),
         }
-        judged = {doc: grade for doc, grade in p["grades"].items() if doc in pool}
-        flipped = set(p["flipped"])
+        judged = {doc: grade for doc, grade in p.grades.items() if doc in pool}
+        flipped = set(p.flipped)
+        instructions = {OG: p.instruction_og, CHANGED: p.instruction_changed}
         for mode in FOLLOWIR_MODES:
             rows.queries.append(
                 {
                     "mode": mode,
-                    "query_id": p["query_id"],
-                    "group_id": p["query_id"],
-                    "query": p["query"],
-                    "instruction": p[f"instruction_{mode}"],
+                    "query_id": p.query_id,
+                    "group_id": p.query_id,
+                    "query": p.query,
+                    "instruction": instructions[mode],
                     "meta": json.dumps(meta, sort_keys=True, ensure_ascii=False),
                 }
             )
             rows.qrels += [
                 {
                     "mode": mode,
-                    "query_id": p["query_id"],
+                    "query_id": p.query_id,
                     "doc_id": doc,
                     "score": 0 if mode == CHANGED and doc in flipped else grade,
                 }
                 for doc, grade in sorted(judged.items())
             ]
-            top_ranked += [{"mode": mode, "query_id": p["query_id"], "doc_id": doc} for doc in sorted(pool)]
-        writer.add(topic.item_id, Outcome("pass", n_out=1))
-        ctx.progress.advance(stage)
-    writer.mark([topic.item_id for topic in topics], "accepted")
-    for passage in ctx.source.passages():
-        if passage.doc_id in pooled:
-            rows.docs.append({"doc_id": passage.doc_id, "title": passage.title, "text": passage.text, "meta": "{}"})
-    rows.docs.sort(key=lambda doc: doc["doc_id"])
-    counts = writer.close()
-    card = release_card(
-        ctx,
-        counts,
-        queries=len(topics),
-        instances=len(topics),
-        corpus=len(rows.docs),
-        qrels=len(rows.qrels),
-        top_ranked=len(top_ranked),
-        flipped=sum(len(t.payload["flipped"]) for t in topics),
-    )
-    card["notes"] = QRELS_NOTE
-    publish(ctx, card, rows.docs, rows.queries, rows.qrels, top_ranked)
-    return counts
+            top_ranked += [{"mode": mode, "query_id": p.query_id, "doc_id": doc} for doc in sorted(pool)]
+    return rows, top_ranked
 
 
-def assemble_training(ctx: RunContext, order: int, *, stage: str, source: str, ablations: bool) -> StageCounts:
-    """Every balanced pair of ``source`` becomes a query with its relevant and its non-relevant document."""
-    pairs = [item for page in ctx.warehouse.items(ctx.run_id, source) for item in page]
-    forms = ablations_of(ctx, ablations)
-    writer = StageWriter(ctx, stage, order, total=len(pairs))
+@dataclass(frozen=True, kw_only=True)
+class AssembleTraining(Assemble):
+    """The training set: every balanced pair as a query with its relevant and its non-relevant document."""
+
+    source: str = "balance"
+    reads: ClassVar[type[Payload]] = TrainingPair
+
+    def release(
+        self, ctx: RunContext, items: list[ItemRecord], forms: dict[str, dict[str, str]], counts: StageCounts
+    ) -> None:
+        rows = training_rows(items, forms)
+        card = release_card(ctx, counts, pairs=len(items), rows=len(rows.qrels))
+        card["notes"] = [
+            "Training rows: per (query, narrative) one relevant and one non-relevant synthetic document, each judged",
+            "by the judge model to have the label it was written for (`--format followir`: `train.jsonl` and",
+            "`train.parquet`; `--format triplets`: anchor `query narrative`, positive, negative).",
+        ]
+        publish(ctx, card, rows.docs, rows.queries, rows.qrels)
+
+
+def training_rows(pairs: list[ItemRecord], forms: dict[str, dict[str, str]]) -> Rows:
+    """Each pair's query (mode ``train``) and its two documents, ``<topic>_rel`` (score 1) and ``<topic>_nonrel``."""
     rows = Rows()
     for pair in pairs:
-        p, qid = pair.payload, pair.payload["query_id"]
-        extra: dict[str, Any] = {"item": pair.item_id, **p["items"], **forms.get(pair.group_id, {})}
+        p = pair.read(TrainingPair)
+        qid = p.query_id
+        extra: dict[str, Any] = {"item": pair.item_id, **p.items, **forms.get(pair.group_id, {})}
         rows.queries.append(
             {
                 "mode": TRAIN,
                 "query_id": qid,
                 "group_id": qid,
-                "query": p["query"],
-                "instruction": p["instruction"],
+                "query": p.query,
+                "instruction": p.instruction,
                 "meta": json.dumps(extra, sort_keys=True, ensure_ascii=False),
             }
         )
-        for suffix, field, score in (("rel", "positive", 1), ("nonrel", "negative", 0)):
+        for suffix, field, text, score in (("rel", "positive", p.positive, 1), ("nonrel", "negative", p.negative, 0)):
             doc_id = f"{qid}_{suffix}"
-            meta = json.dumps({"item": p["items"][field], "label": score}, sort_keys=True)
-            rows.docs.append({"doc_id": doc_id, "title": "", "text": p[field], "meta": meta})
+            meta = json.dumps({"item": p.items[field], "label": score}, sort_keys=True)
+            rows.docs.append({"doc_id": doc_id, "title": "", "text": text, "meta": meta})
             rows.qrels.append({"mode": TRAIN, "query_id": qid, "doc_id": doc_id, "score": score})
-        writer.add(pair.item_id, Outcome("pass", n_out=1))
-        ctx.progress.advance(stage)
-    writer.mark([pair.item_id for pair in pairs], "accepted")
-    counts = writer.close()
-    card = release_card(ctx, counts, pairs=len(pairs), rows=len(rows.qrels))
-    card["notes"] = [
-        "Training rows: per (query, narrative) one relevant and one non-relevant synthetic document, each judged",
-        "by the judge model to have the label it was written for (`--format followir`: `train.jsonl` and",
-        "`train.parquet`; `--format triplets`: anchor `query narrative`, positive, negative).",
-    ]
-    publish(ctx, card, rows.docs, rows.queries, rows.qrels)
-    return counts
+    return rows

@@ -4,13 +4,17 @@ one non-relevant document whose judged label agrees with the intended one."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import ClassVar
 
 from ifsynth.flows.llm.requests import Ask, Reply
+from ifsynth.flows.recipes.followir.topics import is_topic
 from ifsynth.flows.run.context import RunContext
-from ifsynth.flows.run.stage import Env, LLMStage, Outcome, StageWriter
+from ifsynth.flows.run.stage import Decided, Env, LLMStage, Outcome, RuleStage
 from ifsynth.schemas.answers import SyntheticDocuments, synthetic_documents
-from ifsynth.schemas.records import ItemRecord, StageCounts
+from ifsynth.schemas.followir import SyntheticDocument, Topic, TrainingPair
+from ifsynth.schemas.records import ItemRecord, Payload
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -18,17 +22,12 @@ class WriteDocuments(LLMStage[ItemRecord]):
     name: str = "write_documents"
     source: str = "select"
     per_label: int = 2
+    reads: ClassVar[type[Payload]] = Topic
 
     def build(self, env: Env, topic: ItemRecord) -> list[Ask]:
-        payload = topic.payload
+        p = topic.read(Topic)
         return [
-            self.ask(
-                env,
-                synthetic_documents(self.per_label),
-                query=payload["query"],
-                narrative=payload["narrative"],
-                n=self.per_label,
-            )
+            self.ask(env, synthetic_documents(self.per_label), query=p.query, narrative=p.narrative, n=self.per_label)
         ]
 
     def handle(self, env: Env, topic: ItemRecord, replies: list[Reply]) -> Outcome:
@@ -36,18 +35,19 @@ class WriteDocuments(LLMStage[ItemRecord]):
         if reply.status != "ok" or not isinstance(reply.value, SyntheticDocuments):
             return env.failed(topic.item_id, reply)
         written = [(1, text) for text in reply.value.relevant] + [(0, text) for text in reply.value.non_relevant]
+        p = topic.read(Topic)
         items = [
             env.child(
                 topic,
                 "document",
-                {
-                    "query_id": topic.payload["query_id"],
-                    "query": topic.payload["query"],
-                    "instruction": topic.payload["narrative"],
-                    "passage": text,
-                    "label": label,
-                    "number": number,
-                },
+                SyntheticDocument(
+                    query_id=p.query_id,
+                    query=p.query,
+                    instruction=p.narrative,
+                    passage=text,
+                    label=label,
+                    number=number,
+                ),
                 number,
                 text,
                 reply=reply,
@@ -58,38 +58,55 @@ class WriteDocuments(LLMStage[ItemRecord]):
         return Outcome("pass", items=items)
 
 
-def balance_pairs(ctx: RunContext, order: int, *, stage: str, source: str, documents: str) -> StageCounts:
+@dataclass(frozen=True)
+class Agreed:
+    """A topic with, per intended label (1 relevant, 0 not), its first document the judge agreed with."""
+
+    topic: ItemRecord
+    documents: dict[int, ItemRecord]
+
+
+@dataclass(frozen=True, kw_only=True)
+class BalancePairs(RuleStage[Agreed]):
     """Per topic of ``source``: the first relevant and the first non-relevant document of ``documents`` that the
     judge agreed with become a training pair; a topic short of either is rejected with what it lacked."""
-    agreed: dict[str, dict[int, ItemRecord]] = {}
-    for page in ctx.warehouse.items(ctx.run_id, documents):
-        for item in sorted(page, key=lambda item: item.payload["number"]):
-            agreed.setdefault(item.group_id, {}).setdefault(item.payload["label"], item)
-    topics = [item for page in ctx.warehouse.items(ctx.run_id, source) for item in page if item.kind == "topic"]
-    writer = StageWriter(ctx, stage, order, total=len(topics))
-    chosen: list[str] = []
-    for topic in topics:
-        kept = agreed.get(topic.group_id, {})
-        if 0 in kept and 1 in kept:
-            positive, negative = kept[1], kept[0]
-            payload = {
-                "query_id": topic.payload["query_id"],
-                "query": topic.payload["query"],
-                "instruction": topic.payload["narrative"],
-                "positive": positive.payload["passage"],
-                "negative": negative.payload["passage"],
-                "items": {"positive": positive.item_id, "negative": negative.item_id},
-            }
-            pair = writer.child(topic, "training_pair", payload, parents=[positive, negative])
-            chosen += [positive.item_id, negative.item_id]
-            writer.add(topic.item_id, Outcome("pass", items=[pair]))
-        else:
-            lacking = " and ".join(name for label, name in ((1, "relevant"), (0, "non-relevant")) if label not in kept)
-            reason = f"balance: no {lacking} document that the judge agreed with"
-            verdict = writer.verdict(topic.item_id, "reject", judge="rule", reason=reason, score=len(kept), threshold=2)
-            writer.add(topic.item_id, Outcome("reject", verdicts=[verdict], n_out=0))
-        ctx.progress.advance(stage)
-    return writer.close()
+
+    name: str = "balance"
+    source: str = "select"
+    documents: str = "write_documents"
+    reads: ClassVar[type[Payload]] = Topic
+
+    def inputs(self, ctx: RunContext) -> list[list[Agreed]]:
+        agreed: dict[str, dict[int, ItemRecord]] = {}
+        for page in ctx.warehouse.items(ctx.run_id, self.documents):
+            for item in sorted(page, key=lambda item: item.read(SyntheticDocument).number):
+                agreed.setdefault(item.group_id, {}).setdefault(item.read(SyntheticDocument).label, item)
+        topics = [item for page in ctx.warehouse.items(ctx.run_id, self.source) for item in page if is_topic(item)]
+        return [[Agreed(topic, agreed.get(topic.group_id, {})) for topic in topics]]
+
+    def decide(self, env: Env, page: list[Agreed]) -> Iterable[Decided]:
+        return [(entry.topic.item_id, balance(env, entry)) for entry in page]
+
+
+def balance(env: Env, entry: Agreed) -> Outcome:
+    """The topic's training pair, or its rejection naming the document it lacks."""
+    topic, kept = entry.topic, entry.documents
+    if 0 in kept and 1 in kept:
+        positive, negative = kept[1], kept[0]
+        p = topic.read(Topic)
+        payload = TrainingPair(
+            query_id=p.query_id,
+            query=p.query,
+            instruction=p.narrative,
+            positive=positive.read(SyntheticDocument).passage,
+            negative=negative.read(SyntheticDocument).passage,
+            items={"positive": positive.item_id, "negative": negative.item_id},
+        )
+        return Outcome("pass", items=[env.child(topic, "training_pair", payload, parents=[positive, negative])])
+    lacking = " and ".join(name for label, name in ((1, "relevant"), (0, "non-relevant")) if label not in kept)
+    reason = f"balance: no {lacking} document that the judge agreed with"
+    verdict = env.verdict(topic.item_id, "reject", judge="rule", reason=reason, score=len(kept), threshold=2)
+    return Outcome("reject", verdicts=[verdict], n_out=0)
 
 
 def documents_alone(ctx: RunContext, source: str) -> list[list[tuple[ItemRecord, ItemRecord]]]:

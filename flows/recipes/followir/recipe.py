@@ -10,18 +10,19 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
-from ifsynth.flows.recipes.followir.alteration import select_alterations
-from ifsynth.flows.recipes.followir.assemble import assemble_followir, assemble_training
-from ifsynth.flows.recipes.followir.documents import WriteDocuments, balance_pairs, documents_alone
-from ifsynth.flows.recipes.followir.pool import pool_topics
+from ifsynth.flows.recipes.followir.alteration import SelectAlteration
+from ifsynth.flows.recipes.followir.assemble import AssembleFollowIR, AssembleTraining
+from ifsynth.flows.recipes.followir.documents import BalancePairs, WriteDocuments, documents_alone
+from ifsynth.flows.recipes.followir.pool import PoolTopics
 from ifsynth.flows.recipes.followir.settings import FollowIRParams
-from ifsynth.flows.recipes.followir.topics import is_topic, select_topics
-from ifsynth.flows.run.stage import Call, Stage
+from ifsynth.flows.recipes.followir.topics import SelectTopics, is_topic
+from ifsynth.flows.run.stage import Stage
 from ifsynth.flows.seeds import SeedSource, open_source
 from ifsynth.flows.stages.instructions import GenerateInstructions
 from ifsynth.flows.stages.labels import LabelDocuments, instructions_with_documents
 from ifsynth.schemas.answers import InstructionKeywords, ShortCommand, altered_narratives
 from ifsynth.schemas.config import RecipeParams
+from ifsynth.schemas.followir import Candidate, JudgedDocument, ShortForm, Topic
 from ifsynth.schemas.records import ItemRecord
 
 
@@ -31,27 +32,23 @@ def seed_sources(seeds: str, params: RecipeParams) -> list[SeedSource]:
 
 
 def topic_variables(k: int, topic: ItemRecord) -> dict[str, Any]:
-    p = topic.payload
-    return {
-        "query": p["query"],
-        "title": p["title"],
-        "description": p["description"],
-        "narrative": p["narrative"],
-        "k": k,
-    }
+    p = topic.read(Topic)
+    return {"query": p.query, "title": p.title, "description": p.description, "narrative": p.narrative, "k": k}
 
 
 def rejudged(alteration: ItemRecord, document: ItemRecord) -> dict[str, Any]:
     """What a re-judgment records besides its label: the document's role and grade, the candidate's number."""
-    return {"role": document.payload["role"], "grade": document.payload["grade"], "candidate": alteration.payload["k"]}
+    judged = document.read(JudgedDocument)
+    return {"role": judged.role, "grade": judged.grade, "candidate": alteration.read(Candidate).k}
 
 
 def narrative_of(topic: ItemRecord) -> dict[str, Any]:
-    return {"query": topic.payload["query"], "narrative": topic.payload["narrative"]}
+    p = topic.read(Topic)
+    return {"query": p.query, "narrative": p.narrative}
 
 
 def command_of(short: ItemRecord) -> dict[str, Any]:
-    return {"command": short.payload["instruction"]}
+    return {"command": short.read(ShortForm).instruction}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -82,14 +79,14 @@ def stages(params: RecipeParams) -> list[Stage]:
     judge = partial(
         LabelDocuments, window_words=p.window_words, window_stride=p.window_stride, max_tokens=p.max_tokens_judge
     )
-    head: list[Stage] = [Call("select", select_topics), *(ablations if p.ablations else [])]
+    head: list[Stage] = [SelectTopics(), *(ablations if p.ablations else [])]
     if p.mode == "train":
         return [
             *head,
             WriteDocuments(per_label=p.documents_per_label, keep=is_topic, max_tokens=p.max_tokens_documents),
             judge(name="judge_documents", source="write_documents", pairs=documents_alone, intended=True),
-            Call("balance", balance_pairs, {"source": "select", "documents": "write_documents"}),
-            Call("assemble", assemble_training, {"source": "balance", "ablations": p.ablations}, whole=True),
+            BalancePairs(),
+            AssembleTraining(ablations=p.ablations),
         ]
     return [
         *head,
@@ -107,7 +104,7 @@ def stages(params: RecipeParams) -> list[Stage]:
             pairs=partial(instructions_with_documents, kind="judged"),
             describe=rejudged,
         ),
-        Call("select_alteration", select_alterations, {"candidates": "alter", "labels": "rejudge"}),
-        Call("pool", pool_topics, {"source": "select_alteration"}, whole=True),
-        Call("assemble", assemble_followir, {"source": "pool", "ablations": p.ablations}, whole=True),
+        SelectAlteration(),
+        PoolTopics(),
+        AssembleFollowIR(ablations=p.ablations),
     ]

@@ -8,50 +8,65 @@ narratives are re-judged on, and up to ``spot_checks`` judged non-relevant ones,
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+from dataclasses import dataclass
+
 from ifsynth.flows.recipes.followir.settings import FollowIRParams
 from ifsynth.flows.run.context import RunContext
-from ifsynth.flows.run.stage import Outcome, StageWriter
-from ifsynth.schemas.records import ItemRecord, ItemStatus, StageCounts
+from ifsynth.flows.run.stage import Decided, Env, Outcome, RuleStage
+from ifsynth.schemas.followir import RELEVANT, SPOT_CHECK, JudgedDocument, Role, Topic
+from ifsynth.schemas.records import ItemRecord, ItemStatus
 from ifsynth.schemas.seeds import SeedPair, SeedPassage
 from ifsynth.warehouse.keys import hash_sample, item_id
-
-RELEVANT, SPOT_CHECK = "relevant", "spot_check"
 
 
 def is_topic(item: ItemRecord) -> bool:
     return item.kind == "topic"
 
 
-def select_topics(ctx: RunContext, order: int, *, stage: str) -> StageCounts:
-    params = ctx.params
-    assert isinstance(params, FollowIRParams)
-    eligible: list[str] = []
-    reasons: dict[str, str] = {}
-    pairs = list(ctx.source.pairs())  # read once: a TREC collection's judged documents are many
-    for pair in pairs:
-        reason = _reason(pair, params)
-        if reason:
-            reasons[pair.query.query_id] = reason
-        else:
-            eligible.append(pair.query.query_id)
-    keep = len(eligible) if ctx.config.limit is None else ctx.config.limit
-    chosen = set(hash_sample(eligible, keep, key=lambda qid: f"{params.seed}:{qid}"))
-    writer = StageWriter(ctx, stage, order, total=len(eligible) + len(reasons))
-    for pair in pairs:
-        qid = pair.query.query_id
-        topic_id = item_id("topic", [], qid)
-        if qid in reasons:
-            verdict = writer.verdict(topic_id, "reject", judge="rule", reason=reasons[qid])
-            topic = _topic(writer, topic_id, pair, params, status="rejected")
-            writer.add(topic_id, Outcome("reject", items=[topic], verdicts=[verdict], n_out=0))
-        elif qid in chosen:
-            topic = _topic(writer, topic_id, pair, params)
-            judged = _judged(writer, topic, pair, params) if params.mode == "eval" else []
-            writer.add(topic_id, Outcome("pass", items=[topic, *judged], n_out=1))
-        else:
-            writer.add(topic_id, Outcome("set_aside"))
-        ctx.progress.advance(stage)
-    return writer.close()
+@dataclass(frozen=True)
+class Drawn:
+    """A TREC topic with its judged documents, and whether the run's sample (``--limit``) drew it among the
+    eligible ones."""
+
+    pair: SeedPair
+    drawn: bool
+
+
+@dataclass(frozen=True, kw_only=True)
+class SelectTopics(RuleStage[Drawn]):
+    """Every topic of the seeds: rejected when it cannot become a FollowIR topic, else kept when drawn, else
+    set aside."""
+
+    name: str = "select"
+
+    def inputs(self, ctx: RunContext) -> list[list[Drawn]]:
+        """One page: the sample is drawn among all eligible topics (the limit is the run's, not the recipe's)."""
+        params = ctx.params
+        assert isinstance(params, FollowIRParams)
+        pairs = list(ctx.source.pairs())  # read once: a TREC collection's judged documents are many
+        eligible = [pair.query.query_id for pair in pairs if _reason(pair, params) is None]
+        keep = len(eligible) if ctx.config.limit is None else ctx.config.limit
+        chosen = set(hash_sample(eligible, keep, key=lambda qid: f"{params.seed}:{qid}"))
+        return [[Drawn(pair, pair.query.query_id in chosen) for pair in pairs]]
+
+    def decide(self, env: Env, page: list[Drawn]) -> Iterable[Decided]:
+        params = env.params
+        assert isinstance(params, FollowIRParams)
+        for entry in page:
+            pair = entry.pair
+            topic_id = item_id("topic", [], pair.query.query_id)
+            reason = _reason(pair, params)
+            if reason:
+                verdict = env.verdict(topic_id, "reject", judge="rule", reason=reason)
+                topic = _topic(env, topic_id, pair, params, status="rejected")
+                yield topic_id, Outcome("reject", items=[topic], verdicts=[verdict], n_out=0)
+            elif entry.drawn:
+                topic = _topic(env, topic_id, pair, params)
+                judged = _judged(env, topic, pair, params) if params.mode == "eval" else []
+                yield topic_id, Outcome("pass", items=[topic, *judged], n_out=1)
+            else:
+                yield topic_id, Outcome("set_aside")
 
 
 def _reason(pair: SeedPair, params: FollowIRParams) -> str | None:
@@ -65,37 +80,39 @@ def _reason(pair: SeedPair, params: FollowIRParams) -> str | None:
     return None
 
 
-def _topic(
-    writer: StageWriter, topic_id: str, pair: SeedPair, params: FollowIRParams, status: ItemStatus = "ok"
-) -> ItemRecord:
+def _topic(env: Env, topic_id: str, pair: SeedPair, params: FollowIRParams, status: ItemStatus = "ok") -> ItemRecord:
     topic = pair.query
+    payload = Topic(
+        query_id=topic.query_id,
+        query=getattr(topic, params.query_from) or topic.text,
+        title=topic.title,
+        description=topic.description,
+        narrative=topic.narrative,
+        instruction=topic.narrative,
+        grades={p.doc_id: p.grade for p in (*pair.positives, *pair.negatives)},
+    )
     return ItemRecord(
-        run_id=writer.ctx.run_id,
+        run_id=env.run_id,
         item_id=topic_id,
-        stage=writer.stage,
+        stage=env.stage,
         kind="topic",
         group_id=topic.query_id,
-        payload={
-            "query_id": topic.query_id,
-            "query": getattr(topic, params.query_from) or topic.text,
-            "title": topic.title,
-            "description": topic.description,
-            "narrative": topic.narrative,
-            "instruction": topic.narrative,
-            "grades": {p.doc_id: p.grade for p in (*pair.positives, *pair.negatives)},
-        },
+        payload=payload.model_dump(mode="json"),
         status=status,
     )
 
 
-def _judged(writer: StageWriter, topic: ItemRecord, pair: SeedPair, params: FollowIRParams) -> list[ItemRecord]:
+def _judged(env: Env, topic: ItemRecord, pair: SeedPair, params: FollowIRParams) -> list[ItemRecord]:
     """The topic's relevant documents and a fixed sample of its judged non-relevant ones."""
     key = f"{params.seed}:{topic.group_id}:{{}}".format
     spot = hash_sample(list(pair.negatives), params.spot_checks, key=lambda p: key(p.doc_id))
-    chosen = [(RELEVANT, p) for p in pair.positives] + [(SPOT_CHECK, p) for p in sorted(spot, key=lambda p: p.doc_id)]
-    return [_document(writer, topic, role, passage, number) for number, (role, passage) in enumerate(chosen, 1)]
+    chosen: list[tuple[Role, SeedPassage]] = [(RELEVANT, p) for p in pair.positives]
+    chosen += [(SPOT_CHECK, p) for p in sorted(spot, key=lambda p: p.doc_id)]
+    return [_document(env, topic, role, passage, number) for number, (role, passage) in enumerate(chosen, 1)]
 
 
-def _document(writer: StageWriter, topic: ItemRecord, role: str, passage: SeedPassage, number: int) -> ItemRecord:
-    payload = {"doc_id": passage.doc_id, "title": passage.title, "passage": passage.text, "grade": passage.grade}
-    return writer.child(topic, "judged", {**payload, "role": role}, passage.doc_id, ord=number)
+def _document(env: Env, topic: ItemRecord, role: Role, passage: SeedPassage, number: int) -> ItemRecord:
+    payload = JudgedDocument(
+        doc_id=passage.doc_id, title=passage.title, passage=passage.text, grade=passage.grade, role=role
+    )
+    return env.child(topic, "judged", payload, passage.doc_id, ord=number)

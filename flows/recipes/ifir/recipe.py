@@ -5,31 +5,32 @@ from __future__ import annotations
 from functools import partial
 from typing import Any
 
-from ifsynth.flows.recipes.ifir.assemble import assemble_ifir
-from ifsynth.flows.recipes.ifir.levels import WriteLevel, write_level1
-from ifsynth.flows.recipes.ifir.nest import nest_levels
-from ifsynth.flows.recipes.ifir.select import seed_sources, select_queries
+from ifsynth.flows.recipes.ifir.assemble import AssembleIFIR
+from ifsynth.flows.recipes.ifir.levels import WriteLevel, WriteLevel1
+from ifsynth.flows.recipes.ifir.nest import NestLevels
+from ifsynth.flows.recipes.ifir.select import SelectQueries, seed_sources
 from ifsynth.flows.recipes.ifir.settings import IFIRParams
-from ifsynth.flows.run.stage import Call, Stage
+from ifsynth.flows.run.stage import Stage
 from ifsynth.flows.stages.labels import LabelDocuments, instructions_with_documents
 from ifsynth.schemas.config import RecipeParams
+from ifsynth.schemas.ifir import IFIRPassage, Level
 from ifsynth.schemas.records import ItemRecord
 
 __all__ = ["seed_sources", "stages"]
 
-LEVEL_STAGES = ["level1", "level2", "level3"]
+LEVEL_STAGES = ("level1", "level2", "level3")
 
 
 def rechecked(level: ItemRecord, passage: ItemRecord) -> dict[str, Any]:
-    return {"level": level.payload["level"], "seed_doc_id": passage.payload["seed_doc_id"]}
+    return {"level": level.read(Level).level, "seed_doc_id": passage.read(IFIRPassage).seed_doc_id}
 
 
 def stages(params: RecipeParams) -> list[Stage]:
     assert isinstance(params, IFIRParams)
     p = params
     return [
-        Call("select", select_queries),
-        Call("level1", write_level1, {"source": "select"}),
+        SelectQueries(),
+        WriteLevel1(),
         *(
             WriteLevel(
                 name=f"level{n}",
@@ -50,6 +51,6 @@ def stages(params: RecipeParams) -> list[Stage]:
             window_stride=p.window_stride,
             max_tokens=p.max_tokens_judge,
         ),
-        Call("nest", nest_levels, {"queries": "select", "levels": LEVEL_STAGES, "labels": "recheck"}),
-        Call("assemble", assemble_ifir, {"source": "nest"}, whole=True),
+        NestLevels(levels=LEVEL_STAGES, labels="recheck"),
+        AssembleIFIR(),
     ]
