@@ -20,6 +20,7 @@ from typing import Any, Generic, Literal, Self, TypeVar
 from ifsynth.flows.llm import loop
 from ifsynth.flows.llm.gateway import Gateway
 from ifsynth.flows.llm.requests import Ask, Reply
+from ifsynth.flows.run.blame import blame
 from ifsynth.flows.run.context import RunContext
 from ifsynth.schemas.answers import Answer
 from ifsynth.schemas.config import Role
@@ -179,7 +180,8 @@ class Call(Stage):
     whole: bool = False
 
     def run(self, ctx: RunContext, order: int) -> StageCounts:
-        return self.function(ctx, order, stage=self.name, **self.options)
+        with blame(self.name, ctx.run_id):
+            return self.function(ctx, order, stage=self.name, **self.options)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -237,7 +239,10 @@ class LLMStage(Stage, Generic[T]):
         async def answer_all() -> None:
             async with run_gateway(ctx) as gw:
                 for page in pages:  # type: ignore[union-attr]
-                    asks = [stage.build(ctx, entry) for entry in page]  # all rendered first: template errors stop here
+                    asks = []  # all rendered first: template errors stop here
+                    for entry in page:
+                        with blame(stage.name, ctx.run_id, stage.input_id(entry)):
+                            asks.append(stage.build(ctx, entry))
                     flat = [ask for entry_asks in asks for ask in entry_asks]
                     replies = await gw.ask_many(stage.name, flat, on_done=lambda: ctx.progress.advance(stage.name))
                     start = 0
@@ -246,7 +251,9 @@ class LLMStage(Stage, Generic[T]):
                         start += len(entry_asks)
                         tally["cached"] += sum(reply.cached for reply in mine)
                         tally["sent"] += sum(reply.sent for reply in mine)
-                        writer.add(stage.input_id(entry), stage.handle(writer, entry, mine))
+                        with blame(stage.name, ctx.run_id, stage.input_id(entry)):
+                            outcome = stage.handle(writer, entry, mine)
+                        writer.add(stage.input_id(entry), outcome)
 
         loop.run(answer_all())
         return writer.close(**tally)
