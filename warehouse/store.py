@@ -82,6 +82,7 @@ _ARROW = {
             ("attempt", pa.int32()),
             ("created_at", pa.timestamp("us")),
             ("logprobs", _STR),
+            ("failure", _STR),
         ]
     ),
 }
