@@ -92,6 +92,10 @@ def test_a_run_whose_asks_mostly_failed_is_not_completed(tmp_path: Path) -> None
         and "most often: InternalServerError" in errors[0]
     )
     assert status_of(tmp_path / "w.duckdb") == "failed"
+    funnel = json.loads(cli("--warehouse", str(tmp_path / "w.duckdb"), "funnel", "--json").stdout)["llm_calls"]
+    assert funnel["failed"] == funnel["transient"] > 0 and funnel["terminal"] == 0, "a 500 is worth a rerun"
+    audit = json.loads(cli("--warehouse", str(tmp_path / "w.duckdb"), "audit", "--status", "failed", "--json").stdout)
+    assert audit and {row["failure"] for row in audit} == {"transient"}
     with FakeOpenAI(rate_500=0.5) as fake:
         code, _, _ = run(fake.base_url, tmp_path / "w.duckdb", "max_failure_share=1")
     assert code == 0, "the share is a setting"

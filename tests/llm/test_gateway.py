@@ -19,7 +19,7 @@ from ifsynth.schemas.answers import RelevanceJudgement
 from ifsynth.schemas.config import Endpoint
 from ifsynth.warehouse.store import Warehouse
 from tests.fake_openai import FakeOpenAI
-from tests.helpers import GOOD, ask, config, execute, query
+from tests.helpers import GOOD, ask, config, query
 
 
 def answer(fake: FakeOpenAI, warehouse: Warehouse, asks: list[Ask], **endpoint: Any) -> list[Reply]:
@@ -171,7 +171,7 @@ def test_the_key_never_reaches_the_warehouse(
     warehouse.flush()
     dump = json.dumps(query(warehouse, "SELECT * FROM llm_calls"), default=str)
     assert secret not in dump
-    execute(warehouse, "CHECKPOINT")
+    warehouse.checkpoint()
     assert secret.encode() not in warehouse.path.read_bytes()
 
 
