@@ -14,6 +14,9 @@ JudgeKind = Literal["llm", "rule", "human"]
 Judge = Annotated[str, StringConstraints(pattern=rf"^({'|'.join(get_args(JudgeKind))})(:[a-z0-9_]+)?$")]
 # `died`: marked running, but no process holds the warehouse (killed with -9, the machine went down)
 # pending: a shard's run made and waiting for the process that drives it
+# How a failed request ended: `transient` (timeouts, connection errors, 429, 5xx: retried, and a rerun may get an
+# answer) or `terminal` (other 4xx, a refused reply, no usable answer after the re-asks: a rerun asks the same).
+Failure = Literal["transient", "terminal"]
 RunStatus = Literal["pending", "running", "completed", "failed", "interrupted", "stopped", "died"]
 
 
@@ -56,6 +59,7 @@ class CallRecord(Record):
     attempt: int = 1
     created_at: datetime = Field(default_factory=datetime.now)
     logprobs: list[dict[str, Any]] | None = None
+    failure: Failure | None = None  # set on a failed attempt
 
 
 class ItemRecord(Record):

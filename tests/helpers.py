@@ -71,11 +71,8 @@ def sensible(body: dict[str, Any]) -> dict[str, Any]:
 
 
 def query(warehouse: Warehouse, sql: str, params: Sequence[Any] | None = None) -> list[dict[str, Any]]:
-    return warehouse._sql(sql, params)
-
-
-def execute(warehouse: Warehouse, sql: str, params: Sequence[Any] | None = None) -> None:
-    warehouse._execute(sql, params)
+    """A test's own read of the warehouse (``Warehouse.query``: one SELECT)."""
+    return warehouse.query(sql, params)
 
 
 MakeContext = Callable[..., RunContext]  # the make_context fixture

@@ -130,6 +130,9 @@ CREATE TABLE IF NOT EXISTS release_top_ranked (
 -- Token log-probabilities of an answer, when the request asked for them (LLM-judge metrics such as INSTFOL).
 ALTER TABLE llm_calls ADD COLUMN IF NOT EXISTS logprobs JSON;
 
+-- A failed attempt: `transient` (retried: timeouts, connection errors, 429, 5xx) or `terminal` (never retried).
+ALTER TABLE llm_calls ADD COLUMN IF NOT EXISTS failure VARCHAR;
+
 -- Batch API jobs: a rerun finds its pending batch here and polls it instead of submitting again.
 CREATE TABLE IF NOT EXISTS llm_batches (
     batch_id    VARCHAR PRIMARY KEY,

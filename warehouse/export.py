@@ -26,18 +26,17 @@ RECIPE_OF = {fmt: module.RECIPE for module in (export_infir, export_followir, ex
 SEP = " [SEP] "
 # a recipe's own format: (folder, the release's documents, queries and qrels as rows) -> the files it wrote
 Exporter = Callable[[Path, list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]]], list[Path]]
-_QUERY_ORDER = "ORDER BY q.group_id, TRY_CAST(string_split(q.query_id, '_')[-1] AS INTEGER), q.query_id"
 
 
 def release_for(warehouse: Warehouse, ref: str | None) -> str:
     """The release of a run (by run id or name; the newest run by default), or a release by its name."""
-    if ref is not None and warehouse._sql("SELECT 1 FROM releases WHERE name = ?", [ref]):
+    if ref is not None and warehouse.has_release(ref):
         return ref
     run = warehouse.run(ref)
-    rows = warehouse._sql("SELECT name FROM releases WHERE run_id = ?", [run.run_id])
-    if not rows:
+    name = warehouse.release_name(run.run_id)
+    if name is None:
         raise WarehouseError(f"run {run.run_id} has no release yet (status {run.status}); run it to completion first")
-    return rows[0]["name"]
+    return name
 
 
 def export(
@@ -57,11 +56,11 @@ def export(
     The files are written into a hidden sibling folder and renamed into place at the end, so an export that
     is killed leaves the previous one (or none), never a mix. A folder that already holds files is replaced
     only with ``overwrite``."""
-    meta = warehouse._sql("SELECT * FROM releases WHERE name = ?", [release])
-    if not meta:
+    meta = warehouse.release_row(release)
+    if meta is None:
         raise UnknownRelease(release)
-    card = json.loads(meta[0]["card"])
-    recipe = meta[0]["recipe"]
+    card = json.loads(meta["card"])
+    recipe = meta["recipe"]
     followir_triplets = fmt == "triplets" and recipe == export_followir.RECIPE
     if isinstance(fmt, str) and fmt in RECIPE_OF and recipe != RECIPE_OF[fmt] and not followir_triplets:
         raise WarehouseError(f"--format {fmt} is for {RECIPE_OF[fmt]} releases; release {release} is {recipe}")
@@ -71,7 +70,7 @@ def export(
     if out.is_dir() and any(out.iterdir()) and not overwrite:
         raise WarehouseError(f"`{out}` already holds files; pass --overwrite to replace them, or another --out")
     with _staged(out) as staging:
-        written = _write(warehouse, release, fmt, staging, card, anchor, meta[0]["run_id"], endpoints)
+        written = _write(warehouse, release, fmt, staging, card, anchor, meta["run_id"], endpoints)
     return [out / path.relative_to(staging) for path in written]
 
 
@@ -102,20 +101,9 @@ def _write(
     run_id: str | None,
     endpoints: bool,
 ) -> list[Path]:
-    docs = warehouse._sql(
-        "SELECT doc_id, title, text, meta FROM release_docs WHERE release = ? ORDER BY doc_id", [release]
-    )
-    queries = warehouse._sql(
-        "SELECT mode, query_id, group_id, query, instruction, meta FROM release_queries q "
-        f"WHERE release = ? {_QUERY_ORDER}",
-        [release],
-    )
-    qrels = warehouse._sql(
-        "SELECT r.mode, r.query_id, r.doc_id, r.score FROM release_qrels r "
-        "JOIN release_queries q USING (release, mode, query_id) "
-        f"WHERE r.release = ? {_QUERY_ORDER}, r.doc_id",
-        [release],
-    )
+    docs = warehouse.release_docs(release)
+    queries = warehouse.ordered_queries(release)
+    qrels = warehouse.ordered_qrels(release)
     if not queries:
         raise WarehouseError(
             f"release {release} is empty: no query was kept, so there is nothing to export "

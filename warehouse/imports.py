@@ -68,7 +68,7 @@ def import_release(warehouse: Warehouse, fmt: str, directory: str | Path, name: 
     name = name or path.resolve().name
     if not re.match(NAME_PATTERN, name):
         raise ImportFailed(f"release name `{name}` may hold letters, digits, '.', '_' and '-' only; pass --name")
-    if warehouse._sql("SELECT 1 FROM releases WHERE name = ?", [name]):
+    if warehouse.has_release(name):
         raise ImportFailed(f"a release named `{name}` already exists; pass --name with another name")
     try:
         imported = READERS[fmt](path)

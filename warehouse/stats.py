@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import re
 import statistics
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from functools import lru_cache
 from itertools import combinations
 from typing import Any
@@ -107,10 +107,10 @@ def find_release(warehouse: Warehouse, ref: str) -> str:
 
 
 def release_meta(warehouse: Warehouse, release: str) -> dict[str, Any]:
-    rows = warehouse._sql("SELECT name, run_id, recipe, source, card FROM releases WHERE name = ?", [release])
-    if not rows:
+    row = warehouse.release_row(release)
+    if row is None:
         raise UnknownRelease(release)
-    return rows[0]
+    return row
 
 
 def instructed_mode(modes: Sequence[str]) -> str:
@@ -119,29 +119,15 @@ def instructed_mode(modes: Sequence[str]) -> str:
 
 def stats(warehouse: Warehouse, release: str) -> dict[str, Any]:
     meta = release_meta(warehouse, release)
-    modes = [
-        r["mode"]
-        for r in warehouse._sql("SELECT DISTINCT mode FROM release_queries WHERE release = ? ORDER BY mode", [release])
-    ]
+    modes = warehouse.release_modes(release)
     mode = instructed_mode(modes) if modes else None
-    rows = warehouse._sql(
-        "SELECT query_id, group_id, query, instruction FROM release_queries WHERE release = ? AND mode = ? "
-        "ORDER BY group_id, query_id",
-        [release, mode],
+    rows = sorted(
+        (r for r in warehouse.release_queries(release) if r["mode"] == mode),
+        key=lambda r: (r["group_id"], r["query_id"]),
     )
-    counts = warehouse._sql(
-        "SELECT count(DISTINCT group_id) AS queries, count(DISTINCT query_id) AS instances "
-        "FROM release_queries WHERE release = ?",
-        [release],
-    )[0]
-    corpus = warehouse._sql("SELECT count(*) AS n FROM release_docs WHERE release = ?", [release])[0]["n"]
-    positives = warehouse._sql(
-        "SELECT avg(n) AS mean FROM (SELECT count(r.doc_id) FILTER (WHERE r.score > 0) AS n "
-        "FROM release_queries q LEFT JOIN release_qrels r USING (release, mode, query_id) "
-        "WHERE q.release = ? AND q.mode = ? GROUP BY q.query_id)",
-        [release, mode],
-    )[0]["mean"]
-    passages = [r["text"] for r in warehouse._sql("SELECT text FROM release_docs WHERE release = ?", [release])]
+    counts = warehouse.release_sizes(release)
+    positives = warehouse.mean_positives(release, mode)
+    passages = [r["text"] for r in warehouse.release_passages(release)]
     groups: dict[str, list[str]] = {}
     for r in rows:
         if r["instruction"]:
@@ -156,7 +142,7 @@ def stats(warehouse: Warehouse, release: str) -> dict[str, Any]:
         "queries": counts["queries"],
         "instances": counts["instances"],
         "instructions_per_query": counts["instances"] / counts["queries"] if counts["queries"] else None,
-        "corpus": corpus,
+        "corpus": counts["corpus"],
         "positives_per_instance": positives,
         "words": {
             "instruction": _words(instructions),
@@ -181,17 +167,13 @@ def _missing(meta: dict[str, Any]) -> list[str]:
 
 def _generation(warehouse: Warehouse, run_id: str, kept: int) -> dict[str, Any]:
     """Per-stage yield and what one kept instance cost in tokens (and dollars, when prices were configured)."""
-    stages = warehouse._sql("SELECT stage, n_in, n_out FROM stage_counts WHERE run_id = ? ORDER BY ord", [run_id])
-    calls = warehouse._sql(
-        "SELECT coalesce(sum(prompt_tokens), 0) AS prompt, coalesce(sum(completion_tokens), 0) AS completion, "
-        "sum(cost) AS cost FROM llm_calls WHERE run_id = ? AND error IS NULL",
-        [run_id],
-    )[0]
+    stages = warehouse.stage_rows(run_id)
+    calls = warehouse.call_totals(run_id, answered=True)
     return {
         "run": run_id,
         "yield": {s["stage"]: (s["n_out"] / s["n_in"] if s["n_in"] else None) for s in stages},
-        "tokens": {"prompt": calls["prompt"], "completion": calls["completion"]},
-        "tokens_per_kept": _per(calls["prompt"] + calls["completion"], kept),
+        "tokens": {"prompt": calls["prompt_tokens"], "completion": calls["completion_tokens"]},
+        "tokens_per_kept": _per(calls["prompt_tokens"] + calls["completion_tokens"], kept),
         "cost_usd": calls["cost"],
         "cost_per_kept_usd": _per(calls["cost"], kept),
     }
@@ -205,12 +187,12 @@ def diff(warehouse: Warehouse, a: str, b: str) -> dict[str, Any]:
     """Two releases' figures side by side, with how many core queries and passages they share (by text)."""
     left, right = stats(warehouse, a), stats(warehouse, b)
     shared = {}
-    for what, sql in (
-        ("core_queries", "SELECT DISTINCT query AS t FROM release_queries WHERE release = ?"),
-        ("passages", "SELECT DISTINCT text AS t FROM release_docs WHERE release = ?"),
-    ):
-        x = {r["t"] for r in warehouse._sql(sql, [a])}
-        y = {r["t"] for r in warehouse._sql(sql, [b])}
+    texts: dict[str, Callable[[str], set[str]]] = {
+        "core_queries": lambda release: {r["query"] for r in warehouse.release_queries(release)},
+        "passages": lambda release: {r["text"] for r in warehouse.release_passages(release)},
+    }
+    for what, of in texts.items():
+        x, y = of(a), of(b)
         shared[what] = {
             "a": len(x),
             "b": len(y),

@@ -82,10 +82,18 @@ _ARROW = {
             ("attempt", pa.int32()),
             ("created_at", pa.timestamp("us")),
             ("logprobs", _STR),
+            ("failure", _STR),
         ]
     ),
 }
 _REQUEST = {"request"}
+# An export's query order: by group, then by the instruction's number (`q12_3` before `q12_10`).
+_QUERY_ORDER = "ORDER BY q.group_id, TRY_CAST(string_split(q.query_id, '_')[-1] AS INTEGER), q.query_id"
+# The newest human decision per (item, stage) of a run, as a `people` table.
+_PEOPLE = (
+    "WITH people AS (SELECT item_id, stage, decision FROM verdicts WHERE run_id = ? AND judge LIKE 'human%' "
+    "QUALIFY row_number() OVER (PARTITION BY item_id, stage ORDER BY created_at DESC, judge) = 1)"
+)
 _CONFLICT = {"items": "OR REPLACE", "verdicts": "OR REPLACE", "llm_calls": "OR IGNORE"}
 _KEYS = {
     "items": ("run_id", "item_id"),
@@ -158,6 +166,7 @@ class Warehouse:
         self._journal_path = self.path.with_name(self.path.name + ".journal")
         self._sealed_path = self.path.with_name(self.path.name + ".journal.sealed")
         self._journal: BinaryIO | None = None
+        self._columns: dict[tuple[str, str], bool] = {}
         if not read_only:
             self._db.execute(resources.files("ifsynth.warehouse").joinpath("ddl.sql").read_text())
             self._db.execute("INSERT OR IGNORE INTO meta VALUES ('schema_version', '1')")
@@ -210,6 +219,20 @@ class Warehouse:
         finally:
             for name in tables or {}:
                 cursor.unregister(name)
+
+    def query(self, sql: str, params: Sequence[Any] | None = None) -> list[dict[str, Any]]:
+        """A read query of your own, for tests and ad-hoc inspection: ifsynth's code asks the named methods,
+        which keep SQL in this package and the file's shape in one place. Only a SELECT is taken, so nothing
+        goes around the buffered writes."""
+        statements = self._cursor().extract_statements(sql)
+        if len(statements) != 1 or statements[0].type != duckdb.StatementType.SELECT:
+            raise WarehouseError("Warehouse.query takes one SELECT")
+        return self._sql(sql, params)
+
+    def checkpoint(self) -> None:
+        """Write everything, buffered rows and DuckDB's write-ahead log alike, into the file itself."""
+        self.flush()
+        self._execute("CHECKPOINT")
 
     def _execute(
         self, query: str, params: Sequence[Any] | None = None, *, tables: dict[str, pa.Table] | None = None
@@ -464,6 +487,25 @@ class Warehouse:
             [status, datetime.now(), error, run_id],
         )
 
+    def runs_summary(self) -> list[dict[str, Any]]:
+        """Every run, oldest first, with the queries its release kept and what its calls cost."""
+        return self._sql(
+            "SELECT r.run_id, r.name, r.recipe, r.status, r.started_at, r.ended_at, "
+            "(SELECT count(DISTINCT q.query_id) FROM release_queries q JOIN releases s ON q.release = s.name "
+            " WHERE s.run_id = r.run_id) AS accepted, "
+            "(SELECT sum(c.cost) FROM llm_calls c WHERE c.run_id = r.run_id) AS cost_usd "
+            "FROM runs r ORDER BY r.started_at"
+        )
+
+    def latest_run_with(self, item_id: str) -> str | None:
+        """The newest run that holds this item."""
+        rows = self._sql(
+            "SELECT i.run_id FROM items i JOIN runs r USING (run_id) WHERE i.item_id = ? "
+            "ORDER BY r.started_at DESC LIMIT 1",
+            [item_id],
+        )
+        return rows[0]["run_id"] if rows else None
+
     def run(self, ref: str | None = None) -> RunRecord:
         """A run by id or name; the newest run when ``ref`` is None."""
         if ref is None:
@@ -518,6 +560,14 @@ class Warehouse:
             ],
         )
 
+    def funnel_stages(self, run_id: str) -> list[dict[str, Any]]:
+        """A run's stage counts in run order, as the funnel shows them."""
+        return self._sql(
+            'SELECT stage, n_in AS "in", n_out AS out, coalesce(set_aside, 0) AS set_aside, rejected, parse_error, '
+            "failed, cached, sent FROM stage_counts WHERE run_id = ? ORDER BY ord",
+            [run_id],
+        )
+
     def stage_rows(self, run_id: str) -> list[dict[str, Any]]:
         """A run's recorded stage counts in run order (what a release card's funnel shows)."""
         return self._sql(
@@ -566,20 +616,286 @@ class Warehouse:
             )
             yield [self.item_record(row) for row in rows]
 
-    def count_items(self, run_id: str, stage: str, status: str = "ok") -> int:
-        self.flush()
-        rows = self._sql(
-            "SELECT count(*) AS n FROM items WHERE run_id = ? AND stage = ? AND status = ?", [run_id, stage, status]
-        )
-        return int(rows[0]["n"])
-
     @staticmethod
     def item_record(row: dict[str, Any]) -> ItemRecord:
         row = dict(row)
         row["payload"] = json.loads(row["payload"]) if row["payload"] is not None else {}
         return ItemRecord.model_validate(row)
 
+    def count_items(self, run_id: str, stage: str | None, status: str = "ok") -> int:
+        """A stage's items with this status (every stage's, with ``stage`` None)."""
+        self.flush()
+        rows = self._sql(
+            "SELECT count(*) AS n FROM items WHERE run_id = ? AND (?::VARCHAR IS NULL OR stage = ?) AND status = ?",
+            [run_id, stage, stage, status],
+        )
+        return int(rows[0]["n"])
+
+    def item_row(self, run_id: str, item_id: str) -> dict[str, Any] | None:
+        """An item as stored (its payload JSON text), if the run holds it."""
+        rows = self._sql("SELECT * FROM items WHERE run_id = ? AND item_id = ?", [run_id, item_id])
+        return rows[0] if rows else None
+
+    def children(self, run_id: str, item_id: str) -> list[dict[str, Any]]:
+        """The items made from this one (with others, maybe): what became of it downstream."""
+        return self._sql(
+            "SELECT item_id, kind, stage, status FROM items WHERE run_id = ? AND list_contains(parent_ids, ?) "
+            "ORDER BY stage, item_id",
+            [run_id, item_id],
+        )
+
+    def siblings(self, run_id: str, item_id: str) -> list[dict[str, Any]]:
+        """The items made from the same parent by the same stage, with their status and payload."""
+        return self._sql(
+            "SELECT s.item_id, s.kind, s.status, s.payload FROM items i JOIN items s ON s.run_id = i.run_id "
+            "AND s.stage = i.stage AND s.item_id <> i.item_id AND len(list_intersect(s.parent_ids, i.parent_ids)) > 0 "
+            "WHERE i.run_id = ? AND i.item_id = ? ORDER BY s.ord, s.item_id",
+            [run_id, item_id],
+        )
+
+    def decided_items(
+        self, run_id: str, *, stage: str | None, status: str | None, limit: int | None
+    ) -> list[dict[str, Any]]:
+        """Items with the verdict that decided each (a failing one first), by default those not kept; a failed
+        or unparsed verdict says whether a rerun may cure it (``failure``)."""
+        conditions, params = ["i.run_id = ?"], [run_id]
+        if stage is not None:
+            conditions.append("(v.stage = ? OR (v.stage IS NULL AND i.stage = ?))")
+            params += [stage, stage]
+        if status is not None:
+            conditions.append("i.status = ?")
+            params.append(status)
+        else:
+            conditions.append("i.status NOT IN ('ok', 'accepted')")
+        failed_call = (
+            "(SELECT c.failure FROM llm_calls c WHERE c.key = v.call_key AND c.error IS NOT NULL "
+            "ORDER BY c.created_at DESC LIMIT 1)"
+            if self._has_column("llm_calls", "failure")
+            else "NULL"
+        )
+        return self._sql(
+            "SELECT i.item_id, i.kind, i.group_id, i.stage AS made_by, i.status, v.stage AS decided_by, v.judge, "
+            "v.decision, v.score, v.threshold, v.reason, "
+            "(SELECT list(f.judge ORDER BY f.judge) FROM verdicts f WHERE f.run_id = i.run_id "
+            "AND f.item_id = i.item_id AND f.stage = v.stage AND f.decision <> 'pass') AS failed_judges, "
+            f"CASE v.decision WHEN 'parse_error' THEN 'terminal' WHEN 'failed' THEN {failed_call} END AS failure "
+            "FROM items i LEFT JOIN verdicts v ON v.run_id = i.run_id AND v.item_id = i.item_id "
+            f"WHERE {' AND '.join(conditions)} "
+            "QUALIFY row_number() OVER (PARTITION BY i.item_id ORDER BY (v.decision = 'pass'), v.created_at DESC) = 1 "
+            "ORDER BY i.group_id, i.ord, i.item_id" + (f" LIMIT {int(limit)}" if limit else ""),
+            params,
+        )
+
+    # -- verdicts ----------------------------------------------------------------------------------
+
+    def item_verdicts(self, run_id: str, item_id: str) -> list[dict[str, Any]]:
+        """Every verdict on an item, in the order they were given."""
+        return self._sql(
+            "SELECT stage, judge, decision, score, threshold, reason, call_key FROM verdicts "
+            "WHERE run_id = ? AND item_id = ? ORDER BY created_at, judge",
+            [run_id, item_id],
+        )
+
+    def judge_yields(self, run_id: str, stage: str) -> list[dict[str, Any]]:
+        """Per LLM judge of a stage: how many it judged, passed, rejected, and left unanswered."""
+        return self._sql(
+            "SELECT judge, count(*) AS judged, count(*) FILTER (WHERE decision = 'pass') AS passed, "
+            "count(*) FILTER (WHERE decision = 'reject') AS rejected, "
+            "count(*) FILTER (WHERE decision IN ('parse_error', 'failed')) AS unanswered "
+            "FROM verdicts WHERE run_id = ? AND stage = ? AND judge LIKE 'llm:%' GROUP BY judge ORDER BY judge",
+            [run_id, stage],
+        )
+
+    def scored_verdicts(self, run_id: str) -> list[dict[str, Any]]:
+        """Every scored LLM verdict: its stage, judge, score, threshold and decision."""
+        return self._sql(
+            "SELECT stage, judge, score, threshold, decision FROM verdicts "
+            "WHERE run_id = ? AND judge LIKE 'llm%' AND score IS NOT NULL ORDER BY stage, judge, item_id",
+            [run_id],
+        )
+
+    def removal_reasons(self, run_id: str, limit: int) -> list[dict[str, Any]]:
+        """The reasons machine verdicts that did not pass gave most often, by stage and judge, with counts."""
+        return self._sql(
+            "SELECT stage, judge, decision, reason, count(*) AS n FROM verdicts "
+            "WHERE run_id = ? AND decision <> 'pass' AND judge NOT LIKE 'human%' "
+            "GROUP BY ALL ORDER BY n DESC, stage, reason LIMIT ?",
+            [run_id, limit],
+        )
+
+    def reviewable_verdicts(
+        self, run_id: str, decisions: Sequence[str], stage: str | None = None
+    ) -> list[dict[str, Any]]:
+        """LLM verdicts with these decisions, with the item decided and its parents' payloads."""
+        return self._sql(
+            "SELECT v.item_id, v.stage, v.judge, v.decision, v.score, v.threshold, v.reason, v.call_key, "
+            "i.kind, i.group_id, i.payload, "
+            "(SELECT list(p.payload ORDER BY p.item_id) FROM items p WHERE p.run_id = i.run_id "
+            " AND list_contains(i.parent_ids, p.item_id)) AS parents "
+            "FROM verdicts v JOIN items i ON i.run_id = v.run_id AND i.item_id = v.item_id "
+            "WHERE v.run_id = ? AND v.judge LIKE 'llm%' AND v.decision IN ? AND (?::VARCHAR IS NULL OR v.stage = ?) "
+            "ORDER BY v.stage, v.item_id, v.judge",
+            [run_id, list(decisions), stage, stage],
+        )
+
+    def machine_judged(self, run_id: str, item_ids: Collection[str]) -> set[tuple[str, str]]:
+        """The (item, stage) pairs among these items that a machine judge decided."""
+        rows = self._sql(
+            "SELECT DISTINCT item_id, stage FROM verdicts WHERE run_id = ? AND item_id IN ? "
+            "AND judge NOT LIKE 'human%'",
+            [run_id, sorted(item_ids)],
+        )
+        return {(r["item_id"], r["stage"]) for r in rows}
+
+    def human_decisions(self, run_id: str) -> list[dict[str, Any]]:
+        """Per (item, stage) a person decided, the newest human decision."""
+        return self._sql(
+            f"{_PEOPLE} SELECT item_id, stage, decision FROM people",
+            [run_id],
+        )
+
+    def judged_by_both(self, run_id: str) -> list[dict[str, Any]]:
+        """Every (stage, LLM judge, item) a person decided too: the LLM's decision and the newest human one."""
+        return self._sql(
+            f"{_PEOPLE} SELECT m.stage, m.judge, m.item_id, m.decision AS llm, p.decision AS human "
+            "FROM verdicts m JOIN people p ON p.item_id = m.item_id AND p.stage = m.stage "
+            "WHERE m.run_id = ? AND m.judge LIKE 'llm%' AND m.decision IN ('pass', 'reject') "
+            "ORDER BY m.stage, m.judge, m.item_id",
+            [run_id, run_id],
+        )
+
+    def delete_verdict(self, run_id: str, item_id: str, stage: str, judge: str) -> None:
+        self.flush()
+        self._execute(
+            "DELETE FROM verdicts WHERE run_id = ? AND item_id = ? AND stage = ? AND judge = ?",
+            [run_id, item_id, stage, judge],
+        )
+
+    # -- calls -------------------------------------------------------------------------------------
+
+    def call_totals(self, run_id: str, *, answered: bool = False) -> dict[str, Any]:
+        """A run's calls (only those answered, with ``answered``): attempts, failed ones and how (transient or
+        terminal), tokens and cost."""
+        failure = "failure" if self._has_column("llm_calls", "failure") else "NULL"  # a file an older ifsynth wrote
+        return self._sql(
+            "SELECT count(*) AS sent, count(*) FILTER (WHERE error IS NOT NULL) AS failed, "
+            f"count(*) FILTER (WHERE {failure} = 'transient') AS transient, "
+            f"count(*) FILTER (WHERE {failure} = 'terminal') AS terminal, "
+            "coalesce(sum(prompt_tokens), 0) AS prompt_tokens, "
+            "coalesce(sum(completion_tokens), 0) AS completion_tokens, "
+            "sum(cost) AS cost FROM llm_calls WHERE run_id = ? AND (NOT ? OR error IS NULL)",
+            [run_id, answered],
+        )[0]
+
+    def call_attempts(self, key: str) -> list[dict[str, Any]]:
+        """Every attempt at one request, the answered one first."""
+        failure = "failure" if self._has_column("llm_calls", "failure") else "NULL AS failure"
+        return self._sql(
+            "SELECT call_id, template, template_hash, base_url, model, request, response, finish_reason, "
+            f"prompt_tokens, completion_tokens, latency_ms, cost, http_status, error, {failure}, attempt, created_at "
+            "FROM llm_calls WHERE key = ? ORDER BY (error IS NULL) DESC, created_at",
+            [key],
+        )
+
+    def usage_by_stage(self, run_id: str) -> list[dict[str, Any]]:
+        """Per stage, in run order: requests sent, tokens in and out, and cost (None where no price was given)."""
+        return self._sql(
+            "SELECT c.stage, count(*) AS requests, coalesce(sum(c.prompt_tokens), 0) AS prompt_tokens, "
+            "coalesce(sum(c.completion_tokens), 0) AS completion_tokens, sum(c.cost) AS cost "
+            "FROM llm_calls c LEFT JOIN stage_counts s ON s.run_id = c.run_id AND s.stage = c.stage "
+            "WHERE c.run_id = ? GROUP BY c.stage, s.ord ORDER BY s.ord NULLS LAST, c.stage",
+            [run_id],
+        )
+
+    def _has_column(self, table: str, column: str) -> bool:
+        """Whether the file has this column: one an older ifsynth wrote and this process only reads lacks the
+        columns added since (a writer adds them when it opens the file)."""
+        key = (table, column)
+        if key not in self._columns:
+            rows = self._sql(
+                "SELECT 1 FROM duckdb_columns() WHERE database_name = current_database() AND schema_name = 'main' "
+                "AND table_name = ? AND column_name = ?",
+                [table, column],
+            )
+            self._columns[key] = bool(rows)
+        return self._columns[key]
+
     # -- releases ----------------------------------------------------------------------------------
+
+    def has_release(self, name: str) -> bool:
+        return bool(self._sql("SELECT 1 FROM releases WHERE name = ?", [name]))
+
+    def release_row(self, name: str) -> dict[str, Any] | None:
+        """A release's record: its name, run, recipe, source and card (JSON text)."""
+        rows = self._sql("SELECT * FROM releases WHERE name = ?", [name])
+        return rows[0] if rows else None
+
+    def release_name(self, run_id: str) -> str | None:
+        """The name of the release a run made, if it made one."""
+        rows = self._sql("SELECT name FROM releases WHERE run_id = ?", [run_id])
+        return rows[0]["name"] if rows else None
+
+    def release_modes(self, release: str) -> list[str]:
+        rows = self._sql("SELECT DISTINCT mode FROM release_queries WHERE release = ? ORDER BY mode", [release])
+        return [r["mode"] for r in rows]
+
+    def release_sizes(self, release: str) -> dict[str, int]:
+        """A release's core queries, its instances (query, instruction) and its corpus, counted."""
+        return self._sql(
+            "SELECT count(DISTINCT group_id) AS queries, count(DISTINCT query_id) AS instances, "
+            "(SELECT count(*) FROM release_docs WHERE release = ?) AS corpus FROM release_queries WHERE release = ?",
+            [release, release],
+        )[0]
+
+    def mean_positives(self, release: str, mode: str | None) -> float | None:
+        """Positive passages per query of a mode, on average."""
+        return self._sql(
+            "SELECT avg(n) AS mean FROM (SELECT count(r.doc_id) FILTER (WHERE r.score > 0) AS n "
+            "FROM release_queries q LEFT JOIN release_qrels r USING (release, mode, query_id) "
+            "WHERE q.release = ? AND q.mode = ? GROUP BY q.query_id)",
+            [release, mode],
+        )[0]["mean"]
+
+    def release_docs(self, release: str) -> list[dict[str, Any]]:
+        """A release's passages with their meta (JSON text), by doc id: what an export writes."""
+        return self._sql(
+            "SELECT doc_id, title, text, meta FROM release_docs WHERE release = ? ORDER BY doc_id", [release]
+        )
+
+    def ordered_queries(self, release: str) -> list[dict[str, Any]]:
+        """A release's queries with their meta, grouped and in instruction order: what an export writes."""
+        return self._sql(
+            "SELECT mode, query_id, group_id, query, instruction, meta FROM release_queries q "
+            f"WHERE release = ? {_QUERY_ORDER}",
+            [release],
+        )
+
+    def ordered_qrels(self, release: str) -> list[dict[str, Any]]:
+        """A release's judgments in the order of its queries: what an export writes."""
+        return self._sql(
+            "SELECT r.mode, r.query_id, r.doc_id, r.score FROM release_qrels r "
+            "JOIN release_queries q USING (release, mode, query_id) "
+            f"WHERE r.release = ? {_QUERY_ORDER}, r.doc_id",
+            [release],
+        )
+
+    def release_word_counts(self, release: str) -> dict[str, list[int]]:
+        """Words per instruction, query and passage of a release (each text once)."""
+        queries = self._sql(
+            "SELECT DISTINCT query_id, mode, len(string_split(trim(query), ' ')) AS q, "
+            "CASE WHEN trim(instruction) = '' THEN NULL ELSE len(string_split(trim(instruction), ' ')) END AS i "
+            "FROM release_queries WHERE release = ? ORDER BY mode, query_id",
+            [release],
+        )
+        docs = self._sql(
+            "SELECT len(string_split(trim(text), ' ')) AS n FROM release_docs WHERE release = ? ORDER BY doc_id",
+            [release],
+        )
+        return {
+            "instructions": [r["i"] for r in queries if r["i"] is not None],
+            "queries": [r["q"] for r in queries],
+            "passages": [r["n"] for r in docs],
+        }
 
     def release_passages(
         self, release: str, *, doc_ids: Collection[str] | None = None, dimension: str | None = None

@@ -382,7 +382,7 @@ def _print_funnel(report: dict[str, Any]) -> None:
     calls = report["llm_calls"]
     out.print(
         f"accepted {report['accepted']}; LLM calls: {calls['sent']} sent, {calls['cached']} from cache, "
-        f"{calls['failed']} failed attempts; "
+        f"{calls['failed']} failed attempts ({calls['transient']} transient, {calls['terminal']} terminal); "
         f"tokens {report['tokens']['prompt']} in / {report['tokens']['completion']} out"
         + (f"; cost ${report['cost_usd']:.4f}" if report.get("cost_usd") is not None else "")
     )
@@ -413,7 +413,7 @@ def audit(
             r["decided_by"] or r["made_by"],
             ", ".join(r["failed_judges"] or []) or r["judge"] or "",
             score,
-            r["reason"] or "",
+            f"{r['failure']}: {r['reason']}" if r["failure"] else r["reason"] or "",  # may a rerun cure it?
         )
     out.print(table)
 
@@ -449,7 +449,12 @@ def show(
             out.print(f"  call {call['key'][:16]}: not in the warehouse")
             continue
         out.print(f"  call {call['key'][:16]} {call['template']} @{call['template_hash']} {call['model']}")
-        out.print(f"    answer: {(call['response'] or '')[:300]}")
+        if call["error"]:
+            out.print(f"    failed ({call['failure']}): {call['error']}")
+        else:
+            out.print(f"    answer: {(call['response'] or '')[:300]}")
+        for attempt in call["failed_attempts"]:
+            out.print(f"    attempt {attempt['attempt']} failed ({attempt['failure']}): {attempt['error']}")
 
 
 @app.command()

@@ -14,16 +14,12 @@ from typing import Literal, get_args
 from huggingface_hub import HfApi, get_token
 from huggingface_hub.errors import HfHubHTTPError
 
-from ifsynth.schemas.errors import IfsynthError
+from ifsynth.schemas.errors import PushFailed
 from ifsynth.warehouse.export import Format, export
 from ifsynth.warehouse.store import Warehouse
 
 PushFormat = Literal["hf", "mteb", "beir"]
 PUSH_FORMATS: tuple[PushFormat, ...] = get_args(PushFormat)
-
-
-class PushFailed(IfsynthError):
-    """The Hub refused the upload, or no token was found."""
 
 
 def export_format(fmt: PushFormat, recipe: str) -> Format:

@@ -1,7 +1,7 @@
 """`ifsynth report`: one self-contained HTML file about a run and its release, to open offline or attach.
 
 Charts are plotly figures with plotly.js inlined once (no CDN, no request when the file is opened); tables are
-plain HTML. The figures come from the warehouse (``warehouse/report.py``, ``audit.py``, ``stats.py``).
+plain HTML. The figures come from the warehouse (the ``Warehouse``'s named queries, ``audit.py``, ``stats.py``).
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from typing import Any
 import plotly.graph_objects as go
 from plotly.offline import get_plotlyjs
 
-from ifsynth.warehouse import audit, report
+from ifsynth.warehouse import audit
 from ifsynth.warehouse.cards import markdown
 from ifsynth.warehouse.stats import release_meta
 from ifsynth.warehouse.store import Warehouse
@@ -66,10 +66,10 @@ def _run_sections(warehouse: Warehouse, run_id: str) -> list[str]:
         },
     )
     sections = ["<h2>Funnel</h2>", _chart(figure)]
-    sections += ["<h2>Judges' scores</h2>", *_score_charts(report.scores(warehouse, run_id))]
+    sections += ["<h2>Judges' scores</h2>", *_score_charts(warehouse.scored_verdicts(run_id))]
     sections += [
         "<h2>Rejection reasons</h2>",
-        _table(report.reasons(warehouse, run_id), ("stage", "judge", "decision", "reason", "n")),
+        _table(warehouse.removal_reasons(run_id, limit=25), ("stage", "judge", "decision", "reason", "n")),
     ]
     sections += ["<h2>Samples per stage</h2>"]
     for stage in stages:
@@ -86,7 +86,7 @@ def _run_sections(warehouse: Warehouse, run_id: str) -> list[str]:
                 "reason",
             )
             sections += [f"<h3>{_e(stage)}</h3>", _table(rows, columns)]
-    usage = report.usage(warehouse, run_id)
+    usage = warehouse.usage_by_stage(run_id)
     if usage:
         figure = go.Figure(
             [
@@ -120,8 +120,8 @@ def _score_charts(rows: Sequence[dict[str, Any]]) -> list[str]:
 
 def _lengths(warehouse: Warehouse, release: str, compare: str | None) -> str:
     """Words per text, overlaid on another release's (an imported original) with ``compare``."""
-    mine = report.lengths(warehouse, release)
-    theirs = report.lengths(warehouse, compare) if compare else None
+    mine = warehouse.release_word_counts(release)
+    theirs = warehouse.release_word_counts(compare) if compare else None
     charts = []
     for what, values in mine.items():
         figure = go.Figure(go.Histogram(x=values, name=release, opacity=0.6, histnorm="probability"))

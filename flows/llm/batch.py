@@ -19,10 +19,11 @@ from typing import Any
 
 from ifsynth.flows.llm.answers import call_cost, completion_of
 from ifsynth.flows.llm.requests import Ask
+from ifsynth.flows.llm.retry import is_transient_status
 from ifsynth.flows.llm.route import Route
 from ifsynth.schemas.config import Price
 from ifsynth.schemas.errors import BatchFailed
-from ifsynth.schemas.records import CallRecord
+from ifsynth.schemas.records import CallRecord, Failure
 from ifsynth.warehouse.keys import sha256
 from ifsynth.warehouse.store import Warehouse
 
@@ -123,7 +124,13 @@ async def _ingest(
                 http_status=status,
                 error=f"batch: {json.dumps(answer.get('error') or data.get('error'))[:300]}" if failed else None,
                 logprobs=None if failed else completion.logprobs,
+                failure=_failure(status) if failed else None,
             )
         )
         rows += 1
     return rows
+
+
+def _failure(status: int | None) -> Failure:
+    """A request the batch answered with an error: transient if its status would have been retried."""
+    return "transient" if status is not None and is_transient_status(status) else "terminal"

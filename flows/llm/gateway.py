@@ -24,11 +24,11 @@ from ifsynth.flows.llm.answers import call_cost, decode_completion, parse_answer
 from ifsynth.flows.llm.limits import Budget
 from ifsynth.flows.llm.pool import Pool
 from ifsynth.flows.llm.requests import Ask, Reply, Request
-from ifsynth.flows.llm.retry import Backoff, is_transient, pause, retry_after
+from ifsynth.flows.llm.retry import Backoff, failure, is_transient, pause, retry_after
 from ifsynth.flows.llm.route import Route
 from ifsynth.schemas.config import Endpoint, Role, RunConfig
 from ifsynth.schemas.errors import BudgetExhausted, EndpointDown
-from ifsynth.schemas.records import CallRecord
+from ifsynth.schemas.records import CallRecord, Failure
 from ifsynth.warehouse.keys import cache_key, canonical_request
 from ifsynth.warehouse.store import Warehouse
 
@@ -171,14 +171,15 @@ class Gateway:
                 reply.logprobs = json.loads(hit["logprobs"]) if hit.get("logprobs") else None
             elif self.config.cache_only:
                 reply.status, reply.error = "failed", "not in the cache, and this run sends no request"
+                reply.failure = "terminal"  # the same run asks the same cache
                 return reply
             else:
                 try:
                     text, finish, reply.logprobs, attempts = await self._send(stage, ask, request)
                     reply.sent += attempts
-                except _Failed as failure:
-                    reply.sent += failure.attempts
-                    reply.status, reply.error = "failed", failure.reason
+                except _Failed as failed:
+                    reply.sent += failed.attempts
+                    reply.status, reply.error, reply.failure = "failed", failed.reason, failed.failure
                     return reply
             reply.raw = text
             try:
@@ -198,6 +199,7 @@ class Gateway:
                 },
             ]
             request = self._request(ask, messages, reask + 1)
+        reply.failure = "terminal"  # no usable answer after every re-ask
         return reply
 
     async def _send(
@@ -238,9 +240,9 @@ class Gateway:
                     attempts += 1
                     return (*await self._attempt(stage, ask, key, body, payload, pool, attempts), attempts)
         except openai.APIStatusError as exc:
-            raise _Failed(f"HTTP {exc.status_code}: {_short(exc, pool)}", attempts) from None
+            raise _Failed(f"HTTP {exc.status_code}: {_short(exc, pool)}", attempts, failure(exc)) from None
         except openai.APIConnectionError as exc:
-            raise _Failed(f"{type(exc).__name__}: {_short(exc, pool)}", attempts) from None
+            raise _Failed(f"{type(exc).__name__}: {_short(exc, pool)}", attempts, failure(exc)) from None
         raise AssertionError("unreachable")
 
     async def _attempt(
@@ -284,6 +286,7 @@ class Gateway:
                         latency_ms=(time.perf_counter() - started) * 1000,
                         http_status=status,
                         error=f"{type(exc).__name__}: {_short(exc, route)}",
+                        failure=failure(exc),
                     ),
                     request_json=payload,
                 )
@@ -346,9 +349,9 @@ class Gateway:
 
 
 class _Failed(Exception):
-    def __init__(self, reason: str, attempts: int) -> None:
+    def __init__(self, reason: str, attempts: int, failure: Failure) -> None:
         super().__init__(reason)
-        self.reason, self.attempts = reason, attempts
+        self.reason, self.attempts, self.failure = reason, attempts, failure
 
 
 def _short(exc: BaseException, route: Route | Pool) -> str:

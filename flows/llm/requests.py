@@ -8,6 +8,7 @@ from typing import Any, Literal, NamedTuple
 from ifsynth.prompts.registry import Rendered
 from ifsynth.schemas.answers import Answer
 from ifsynth.schemas.config import Role
+from ifsynth.schemas.records import Failure
 
 
 @dataclass(frozen=True)
@@ -43,3 +44,4 @@ class Reply:
     cached: int = 0
     sent: int = 0
     logprobs: list[dict[str, Any]] | None = None  # per answer token: token, logprob, top_logprobs
+    failure: Failure | None = None  # why a reply that is not ``ok`` is not: may a rerun cure it?

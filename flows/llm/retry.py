@@ -15,6 +15,8 @@ from typing import Any
 
 import openai
 
+from ifsynth.schemas.records import Failure
+
 MAX_RETRY_AFTER = 60.0
 MAX_BACKOFF = 20.0
 RETRY_STATUSES = {408, 409, 429}
@@ -42,8 +44,17 @@ def is_transient(exc: BaseException) -> bool:
     if isinstance(exc, openai.APIConnectionError):  # includes APITimeoutError
         return rejected(exc) is None
     if isinstance(exc, openai.APIStatusError):
-        return exc.status_code in RETRY_STATUSES or exc.status_code >= 500
+        return is_transient_status(exc.status_code)
     return False
+
+
+def is_transient_status(status: int) -> bool:
+    return status in RETRY_STATUSES or status >= 500
+
+
+def failure(exc: BaseException) -> Failure:
+    """How a failed attempt is recorded: ``transient`` when it was worth retrying, else ``terminal``."""
+    return "transient" if is_transient(exc) else "terminal"
 
 
 def retry_after(exc: BaseException | None) -> float | None:

@@ -24,6 +24,7 @@ from typing import Any, Generic, Literal, Self, TypeVar
 from ifsynth.flows.llm import loop
 from ifsynth.flows.llm.gateway import Gateway
 from ifsynth.flows.llm.requests import Ask, Reply
+from ifsynth.flows.run.blame import blame
 from ifsynth.flows.run.context import RunContext
 from ifsynth.prompts.registry import Prompts, Rendered
 from ifsynth.schemas.answers import Answer
@@ -239,7 +240,8 @@ class Call(Stage):
     whole: bool = False
 
     def run(self, ctx: RunContext, order: int) -> StageCounts:
-        return self.function(ctx, order, stage=self.name, **self.options)
+        with blame(self.name, ctx.run_id):
+            return self.function(ctx, order, stage=self.name, **self.options)
 
 
 Decided = tuple[str | None, Outcome]  # an input's id (None: nothing to mark) and its outcome
@@ -278,7 +280,9 @@ class RuleStage(Stage, Generic[T]):
         total = sum(map(len, pages)) if isinstance(pages, list) else self.total(ctx)  # a list: read once, counted
         writer = StageWriter(ctx, self.name, order, total)
         for page in pages:
-            for input_id, outcome in self.decide(env, page):
+            with blame(self.name, ctx.run_id):  # a page's inputs are decided together: the stage is named
+                decided = list(self.decide(env, page))
+            for input_id, outcome in decided:
                 writer.add(input_id, outcome)
                 ctx.progress.advance(self.name)
         counts = writer.close()
@@ -358,7 +362,10 @@ class LLMStage(Stage, Generic[T]):
     ) -> None:
         """One page, in rounds: every input's pending asks go out together; what ``handle`` then decides is
         written, and what it asks next goes out in the next round."""
-        asks = [self.build(env, entry) for entry in page]  # all rendered first: template errors stop here
+        asks = []
+        for entry in page:  # all rendered first: template errors stop here
+            with blame(self.name, env.run_id, self.input_id(entry)):
+                asks.append(self.build(env, entry))
         pending: list[tuple[Any, list[Ask], list[Reply]]] = [(e, a, []) for e, a in zip(page, asks, strict=True)]
         first = True
         while pending:
@@ -370,7 +377,8 @@ class LLMStage(Stage, Generic[T]):
                 start += len(entry_asks)
                 tally["cached"] += sum(reply.cached for reply in mine)
                 tally["sent"] += sum(reply.sent for reply in mine)
-                result = self.handle(env, entry, [*before, *mine])
+                with blame(self.name, env.run_id, self.input_id(entry)):
+                    result = self.handle(env, entry, [*before, *mine])
                 if isinstance(result, FollowUp):
                     later.append((entry, result.asks, [*before, *mine]))
                 else:

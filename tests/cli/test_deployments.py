@@ -63,7 +63,7 @@ def deployments() -> dict[str, Any]:
 def completed_run(warehouse: Path) -> dict[str, Any]:
     with Warehouse(warehouse, read_only=True) as store:
         run = store.run()
-        accepted = store._sql("SELECT count(*) AS n FROM release_queries")[0]["n"]
+        accepted = store.query("SELECT count(*) AS n FROM release_queries")[0]["n"]
     return {"status": run.status, "accepted": accepted, "seeds": run.config["seeds"]}
 
 

@@ -5,12 +5,16 @@ from __future__ import annotations
 
 import gzip
 import json
+import os
+import re
+import subprocess
+import sys
 import time
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import cli
+from tests.conftest import REPO, cli
 from tests.fake_openai import FakeOpenAI
 from tests.servers import fixed_reply, free_port
 
@@ -88,6 +92,10 @@ def test_a_run_whose_asks_mostly_failed_is_not_completed(tmp_path: Path) -> None
         and "most often: InternalServerError" in errors[0]
     )
     assert status_of(tmp_path / "w.duckdb") == "failed"
+    funnel = json.loads(cli("--warehouse", str(tmp_path / "w.duckdb"), "funnel", "--json").stdout)["llm_calls"]
+    assert funnel["failed"] == funnel["transient"] > 0 and funnel["terminal"] == 0, "a 500 is worth a rerun"
+    audit = json.loads(cli("--warehouse", str(tmp_path / "w.duckdb"), "audit", "--status", "failed", "--json").stdout)
+    assert audit and {row["failure"] for row in audit} == {"transient"}
     with FakeOpenAI(rate_500=0.5) as fake:
         code, _, _ = run(fake.base_url, tmp_path / "w.duckdb", "max_failure_share=1")
     assert code == 0, "the share is a setting"
@@ -100,3 +108,35 @@ def test_an_empty_release_is_not_exported(tmp_path: Path) -> None:
     proc = cli("--warehouse", str(tmp_path / "w.duckdb"), "export", "--out", str(tmp_path / "out"))
     assert proc.returncode != 0 and proc.stderr.strip().count("\n") == 0
     assert "is empty: no query was kept" in proc.stderr and not (tmp_path / "out").exists()
+
+
+def test_a_bug_in_a_stage_is_one_line_naming_the_stage_the_run_and_the_item(tmp_path: Path, fake: FakeOpenAI) -> None:
+    """A stage whose ``handle`` raises KeyError: the run is recorded failed and the user reads which stage, run
+    and item, not "unexpected KeyError"; --debug adds the traceback, down to the stage's own line."""
+    buggy = (
+        "import sys; from ifsynth.flows.stages.judge import JudgeRelevance; "
+        "JudgeRelevance.handle = lambda self, writer, entry, replies: {}['score']; "
+        "from ifsynth.flows.cli.app import main; main()"
+    )
+    warehouse = tmp_path / "w.duckdb"
+    args = ["--warehouse", str(warehouse), "run", "instructir", "--seeds", "demo", "--base-url", fake.base_url,
+            "--model", "m"]  # fmt: skip
+
+    def run_buggy(*options: str) -> subprocess.CompletedProcess[str]:
+        command = [sys.executable, "-c", buggy, *options, *args]
+        return subprocess.run(command, capture_output=True, text=True, timeout=300, env=dict(os.environ), cwd=REPO)
+
+    proc = run_buggy()
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr, proc.stderr
+    errors = [line for line in proc.stderr.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1, proc.stderr
+    run_id = json.loads(cli("--warehouse", str(warehouse), "runs", "--json").stdout)[-1]["run_id"]
+    said = re.fullmatch(
+        rf"error: stage `judge_relevance` of run `{run_id}` failed on item `([\w-]+)`: KeyError: 'score' .*", errors[0]
+    )
+    assert said is not None, errors[0]
+    shown = json.loads(cli("--warehouse", str(warehouse), "show", said[1], "--json").stdout)
+    assert shown["item"]["stage"] == "rewrite", "the item the judge was on"
+    assert status_of(warehouse) == "failed"
+    debug = run_buggy("--debug")
+    assert debug.returncode == 1 and "Traceback" in debug.stderr and "in <lambda>" in debug.stderr

@@ -93,7 +93,7 @@ def test_two_shards_make_the_one_process_release(one_process: dict[str, Any], tw
     assert all(Shard(index=1, count=2).holds(seed) for seed in shard_seeds[0]) and all(shard_seeds)
     # the merged warehouse holds the shards' runs beside the merged one, with their own funnels
     with Warehouse(two_shards["warehouse"], read_only=True) as warehouse:
-        runs = warehouse._sql("SELECT config, status FROM runs")
+        runs = warehouse.query("SELECT config, status FROM runs")
     shards = sorted((s["index"], s["count"]) for r in runs if (s := json.loads(r["config"])["shard"]))
     assert shards == [(1, 2), (2, 2)] and len(runs) == 3 and {r["status"] for r in runs} == {"completed"}
 

@@ -20,7 +20,7 @@ from ifsynth.schemas.answers import RelevanceJudgement
 from ifsynth.schemas.config import Endpoint
 from ifsynth.warehouse.store import Warehouse
 from tests.fake_openai import FakeOpenAI
-from tests.helpers import GOOD, ask, config, execute, query
+from tests.helpers import GOOD, ask, config, query
 
 
 def answer(fake: FakeOpenAI, warehouse: Warehouse, asks: list[Ask], **endpoint: Any) -> list[Reply]:
@@ -33,7 +33,9 @@ def answer(fake: FakeOpenAI, warehouse: Warehouse, asks: list[Ask], **endpoint: 
 
 def calls(warehouse: Warehouse) -> list[dict[str, Any]]:
     warehouse.flush()
-    return query(warehouse, "SELECT key, http_status, error, response, attempt FROM llm_calls ORDER BY created_at")
+    return query(
+        warehouse, "SELECT key, http_status, error, failure, response, attempt FROM llm_calls ORDER BY created_at"
+    )
 
 
 @pytest.fixture
@@ -52,6 +54,7 @@ def test_retries_429_and_500_then_succeeds(fake: FakeOpenAI, warehouse: Warehous
     rows = calls(warehouse)
     assert [r["http_status"] for r in rows] == [429, 500, 200]
     assert rows[0]["error"].startswith("RateLimitError") and rows[-1]["error"] is None
+    assert [r["failure"] for r in rows] == ["transient", "transient", None] and reply.failure is None
     assert len({r["key"] for r in rows}) == 1
 
 
@@ -59,15 +62,15 @@ def test_retries_429_and_500_then_succeeds(fake: FakeOpenAI, warehouse: Warehous
 def test_client_errors_are_not_retried(fake: FakeOpenAI, warehouse: Warehouse, status: str) -> None:
     fake.configure(script=[status, "ok"])
     (reply,) = answer(fake, warehouse, [ask()])
-    assert reply.status == "failed" and (reply.error or "").startswith(f"HTTP {status}")
+    assert reply.status == "failed" and (reply.error or "").startswith(f"HTTP {status}") and reply.failure == "terminal"
     assert fake.stats()["requests"] == 1
-    assert [r["http_status"] for r in calls(warehouse)] == [int(status)]
+    assert [(r["http_status"], r["failure"]) for r in calls(warehouse)] == [(int(status), "terminal")]
 
 
 def test_gives_up_after_max_attempts(fake: FakeOpenAI, warehouse: Warehouse) -> None:
     fake.configure(script=["500"] * 10)
     (reply,) = answer(fake, warehouse, [ask()], max_attempts=3)
-    assert reply.status == "failed" and "HTTP 500" in (reply.error or "")
+    assert reply.status == "failed" and "HTTP 500" in (reply.error or "") and reply.failure == "transient"
     assert fake.stats()["requests"] == 3 and len(calls(warehouse)) == 3
 
 
@@ -81,7 +84,8 @@ def test_timeouts_are_retried(fake: FakeOpenAI, warehouse: Warehouse) -> None:
 def test_unparseable_answers_are_reasked_at_most_twice(fake: FakeOpenAI, warehouse: Warehouse) -> None:
     fake.configure(mode="responder", responder=lambda body: "not json at all")
     (reply,) = answer(fake, warehouse, [ask()])
-    assert reply.status == "parse_error" and reply.raw == "not json at all"
+    assert reply.status == "parse_error" and reply.raw == "not json at all" and reply.failure == "terminal"
+    assert all(r["failure"] is None for r in calls(warehouse)), "each answer came; none could be used"
     assert len(set(reply.keys)) == 3 and fake.stats()["requests"] == 3
     assert [r["seed"] for r in fake.requests] == [0, 1, 2]
     reask = fake.requests[1]["messages"]
@@ -168,7 +172,7 @@ def test_the_key_never_reaches_the_warehouse(
     warehouse.flush()
     dump = json.dumps(query(warehouse, "SELECT * FROM llm_calls"), default=str)
     assert secret not in dump
-    execute(warehouse, "CHECKPOINT")
+    warehouse.checkpoint()
     assert secret.encode() not in warehouse.path.read_bytes()
 
 

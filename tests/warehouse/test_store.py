@@ -7,6 +7,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
+import duckdb
 import pytest
 
 from ifsynth.schemas.errors import WarehouseError
@@ -135,3 +136,33 @@ def test_memory_limit_caps_duckdb_and_a_bad_one_is_one_clear_error(tmp_path: Pat
     assert proc.returncode != 0 and "Traceback" not in proc.stderr
     assert proc.stderr.strip().count("\n") == 0 and "memory limit `lots`" in proc.stderr
     assert cli("--warehouse", str(path), "--memory-limit", "64MB", "runs", "--json").returncode == 0
+
+
+def test_a_file_an_older_ifsynth_wrote_is_read_as_is_and_upgraded_by_a_writer(warehouse_path: Path) -> None:
+    """``llm_calls.failure`` came later: a read-only open (which cannot add it) still answers the funnel's and
+    `show`'s questions, and the next writer adds the column, keeping the rows."""
+    with Warehouse(warehouse_path) as warehouse:
+        warehouse.add_call(call(1, error="APITimeoutError: timed out"))
+    with duckdb.connect(str(warehouse_path)) as db:
+        db.execute("DROP INDEX llm_calls_key")  # (DuckDB alters no indexed table)
+        db.execute("ALTER TABLE llm_calls DROP COLUMN failure")  # as an older ifsynth left the file
+    with Warehouse(warehouse_path, read_only=True) as warehouse:
+        assert warehouse.call_totals("run-1") | {"cost": None} == {
+            "sent": 1, "failed": 1, "transient": 0, "terminal": 0, "prompt_tokens": 0, "completion_tokens": 0,
+            "cost": None,
+        }  # fmt: skip
+        assert [a["failure"] for a in warehouse.call_attempts("key-1")] == [None]
+    with Warehouse(warehouse_path) as warehouse:
+        failed = call(2, error="InternalServerError: HTTP 500").model_copy(update={"failure": "transient"})
+        warehouse.add_call(failed)
+    with Warehouse(warehouse_path, read_only=True) as warehouse:
+        assert (warehouse.call_totals("run-1")["failed"], warehouse.call_totals("run-1")["transient"]) == (2, 1)
+        assert [a["failure"] for a in warehouse.call_attempts("key-2")] == ["transient"]
+
+
+def test_query_reads_and_refuses_anything_else(warehouse_path: Path) -> None:
+    with Warehouse(warehouse_path) as warehouse:
+        assert warehouse.query("SELECT 1 AS one") == [{"one": 1}]
+        for statement in ("DELETE FROM llm_calls", "SELECT 1; DELETE FROM llm_calls", "CHECKPOINT"):
+            with pytest.raises(WarehouseError, match="one SELECT"):
+                warehouse.query(statement)
