@@ -17,10 +17,11 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import openai
-from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt, stop_before_delay
+from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_after_attempt
 
 from ifsynth.flows.llm import batch
 from ifsynth.flows.llm.answers import call_cost, decode_completion, parse_answer
+from ifsynth.flows.llm.clock import SYSTEM_CLOCK, Clock
 from ifsynth.flows.llm.limits import Budget
 from ifsynth.flows.llm.pool import Pool
 from ifsynth.flows.llm.requests import Ask, Reply, Request
@@ -50,9 +51,11 @@ class Gateway:
         seed: int = 0,
         budget: Budget | None = None,
         notify: Callable[[str], None] = lambda _: None,
+        clock: Clock = SYSTEM_CLOCK,
     ) -> None:
         self.config = config
         self.notify = notify
+        self.clock = clock
         self._quiet_until = 0.0
         self.warehouse = warehouse
         self.run_id = run_id
@@ -68,7 +71,7 @@ class Gateway:
         for role in ("generator", "judge"):
             endpoint = self.config.endpoint_for(role)
             if endpoint not in self._pools:
-                self._pools[endpoint] = Pool(endpoint, self.notify)
+                self._pools[endpoint] = Pool(endpoint, self.notify, self.clock)
             self._by_role[role] = self._pools[endpoint]
         return self
 
@@ -212,7 +215,8 @@ class Gateway:
         key, body = request.key, request.body
         payload = canonical_request(body)  # serialized once: sent, stored and journalled as is
         attempts = 1
-        began = time.monotonic()
+        clock = self.clock
+        began = clock.monotonic()
         try:
             try:
                 return (*await self._attempt(stage, ask, key, body, payload, pool, attempts), attempts)
@@ -220,14 +224,19 @@ class Gateway:
                 if not is_transient(exc) or endpoint.max_attempts == 1:
                     raise
                 wait = pause(exc, attempts)
-                if time.monotonic() - began + wait > endpoint.deadline:
+                if clock.monotonic() - began + wait > endpoint.deadline:
                     raise
                 self._say_wait(route, exc, wait)
-                await asyncio.sleep(wait)
-            remaining = endpoint.deadline - (time.monotonic() - began)
+                await clock.sleep(wait)
+
+            def past_deadline(state: RetryCallState) -> bool:
+                """tenacity's ``stop_before_delay``, from the first attempt on and by this gateway's clock."""
+                return clock.monotonic() - began + state.upcoming_sleep >= endpoint.deadline
+
             async for attempt in AsyncRetrying(
-                stop=stop_after_attempt(endpoint.max_attempts - 1) | stop_before_delay(remaining),
+                stop=stop_after_attempt(endpoint.max_attempts - 1) | past_deadline,
                 wait=Backoff(before=1),
+                sleep=clock.sleep,
                 before_sleep=lambda state: self._say_wait(route, state.outcome.exception(), state.upcoming_sleep),
                 retry=retry_if_exception(is_transient),
                 reraise=True,
@@ -315,7 +324,7 @@ class Gateway:
 
     def _say_wait(self, route: Route, exc: BaseException | None, seconds: float) -> None:
         """A long wait the server asked for is said on the progress line, once per stretch of waiting."""
-        now = time.monotonic()
+        now = self.clock.monotonic()
         if seconds >= NOTICE_WAIT and retry_after(exc) is not None and now >= self._quiet_until:
             self._quiet_until = now + seconds
             self.notify(f"{route.base_url} asked to wait {seconds:.0f} s before retrying (Retry-After); waiting")

@@ -21,20 +21,12 @@ from ifsynth.schemas.config import Endpoint, Member, RunConfig
 from ifsynth.schemas.errors import EndpointDown
 from tests.conftest import cli
 from tests.fake_openai import FakeOpenAI
-from tests.helpers import export_files, synthetic_beir
+from tests.helpers import FakeClock, export_files, synthetic_beir
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.now = 100.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
-def pool(*weights: float, clock: Clock | None = None, concurrency: int = 4) -> Pool:
+def pool(*weights: float, clock: FakeClock | None = None, concurrency: int = 4) -> Pool:
     members = tuple(Member(base_url=f"http://10.0.0.{i}:8000/v1", weight=w) for i, w in enumerate(weights, 1))
-    return Pool(Endpoint(members=members, concurrency=concurrency), clock=clock or Clock())  # type: ignore[call-arg]
+    return Pool(Endpoint(members=members, concurrency=concurrency), clock=clock or FakeClock())  # type: ignore[call-arg]
 
 
 def pick(members: Pool) -> Route:
@@ -63,7 +55,7 @@ def test_attempts_go_where_there_is_most_room_for_the_weight() -> None:
 
 
 def test_a_member_that_refuses_rests_and_comes_back() -> None:
-    clock, notes = Clock(), []
+    clock, notes = FakeClock(), []
     members = pool(1, 1, clock=clock)
     members.notify = notes.append
     a, b = members.routes
@@ -82,7 +74,7 @@ def test_a_member_that_refuses_rests_and_comes_back() -> None:
 
 
 def test_a_pool_whose_every_member_keeps_failing_stops_the_run() -> None:
-    clock = Clock()
+    clock = FakeClock()
     members = pool(1, 1, clock=clock)
     for round_ in range(1, GIVE_UP + 1):
         for route in members.routes:
@@ -97,7 +89,7 @@ def test_a_pool_whose_every_member_keeps_failing_stops_the_run() -> None:
 
 
 def test_5xx_take_a_member_out_only_in_a_row_and_a_bad_key_still_stops_the_run() -> None:
-    clock = Clock()
+    clock = FakeClock()
     members = pool(1, 1, clock=clock)
     a, b = members.routes
     for _ in range(STRIKES - 1):
