@@ -27,6 +27,8 @@ from tests.recipes.test_infir import sensible as infir_answers
 from tests.recipes.test_infosearch import sensible as infosearch_answers
 from tests.servers import descendants, work_pool, worker_log
 
+pytestmark = pytest.mark.usefixtures("prefect")  # runs flows: on the session's Prefect server
+
 SEEDS = 50
 CONCURRENCY = 4
 EVERY_SEED = ["query_length_percentiles=[0,100]", "passage_length_percentiles=[0,100]", "passage_band=inside"]

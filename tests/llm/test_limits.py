@@ -149,6 +149,7 @@ def test_budget_stops_the_gateway_before_the_limit_and_the_cache_resumes(
     assert fake.stats()["requests"] == 5
 
 
+@pytest.mark.usefixtures("prefect")  # runs a flow: on the session's Prefect server
 def test_a_run_stopped_by_its_budget_is_marked_stopped_and_continues(
     tmp_path: Path, make_fake: Callable[..., FakeOpenAI]
 ) -> None:

@@ -124,6 +124,7 @@ def base_urls(warehouse: Path) -> dict[str, int]:
     return dict(rows)
 
 
+@pytest.mark.usefixtures("prefect")  # runs a flow: on the session's Prefect server
 def test_a_member_stopped_mid_run_hands_its_share_to_the_other(tmp_path: Path) -> None:
     seeds = synthetic_beir(tmp_path / "seeds", 24)
     settings = ["--set", "query_length_percentiles=[0,100]", "--set", "passage_length_percentiles=[0,100]",
