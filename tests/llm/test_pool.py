@@ -4,7 +4,6 @@ the others, and the cache does not care which member answered."""
 from __future__ import annotations
 
 import asyncio
-import json
 import threading
 import time
 from pathlib import Path
@@ -17,9 +16,12 @@ import pytest
 from ifsynth.flows.llm.pool import GIVE_UP, MAX_REST, POOL_KEY, REST, STRIKES, Pool
 from ifsynth.flows.llm.retry import ReplyRejected
 from ifsynth.flows.llm.route import Route
+from ifsynth.flows.run.config import resolve
+from ifsynth.flows.run.runner import execute
 from ifsynth.schemas.config import Endpoint, Member, RunConfig
 from ifsynth.schemas.errors import EndpointDown
-from tests.conftest import cli
+from ifsynth.warehouse.export import export, release_for
+from ifsynth.warehouse.store import Warehouse
 from tests.fake_openai import FakeOpenAI
 from tests.helpers import FakeClock, export_files, synthetic_beir
 
@@ -127,19 +129,18 @@ def base_urls(warehouse: Path) -> dict[str, int]:
 @pytest.mark.usefixtures("prefect")  # runs a flow: on the session's Prefect server
 def test_a_member_stopped_mid_run_hands_its_share_to_the_other(tmp_path: Path) -> None:
     seeds = synthetic_beir(tmp_path / "seeds", 24)
-    settings = ["--set", "query_length_percentiles=[0,100]", "--set", "passage_length_percentiles=[0,100]",
-                "--set", "passage_band=inside", "--set", "instructions_per_query=3", "--set", "min_group_size=1",
-                "--set", "max_attempts=4"]  # fmt: skip
+    settings = ["query_length_percentiles=[0,100]", "passage_length_percentiles=[0,100]", "passage_band=inside",
+                "instructions_per_query=3", "min_group_size=1", "max_attempts=4"]  # fmt: skip
 
     def run(warehouse: Path, *urls: str) -> dict[str, bytes]:
-        base = [a for url in urls for a in ("--base-url", url)]
-        args = ["run", "instructir", "--seeds", f"beir:{seeds}", "--model", "m", "--concurrency", "4", *base]
-        done = cli("--warehouse", str(warehouse), *args, "--json", *settings)
-        assert done.returncode == 0, done.stderr
-        assert json.loads(done.stdout)["status"] == "completed"
+        """The run in this process (as `ifsynth run` with a --base-url per member), and its BEIR export."""
+        config = resolve("instructir", seeds=f"beir:{seeds}", model="m", concurrency=4, base_url=list(urls),
+                         sets=settings)  # fmt: skip
+        run_id = execute(config, warehouse).run_id
         folder = warehouse.with_suffix(".export")
-        out = cli("--warehouse", str(warehouse), "export", "--format", "beir", "--out", str(folder))
-        assert out.returncode == 0, out.stderr
+        with Warehouse(warehouse, read_only=True) as opened:
+            assert opened.run(run_id).status == "completed"
+            export(opened, release_for(opened, run_id), "beir", folder)
         return {k: v for k, v in export_files(folder).items() if not k.endswith("README.md")}
 
     with FakeOpenAI(latency=0.01) as alone:
