@@ -1,6 +1,7 @@
-"""Shared fixtures: a loopback fake of the OpenAI API, a warehouse per test, one quiet offline Prefect server
-for the session (in-process flows and child `ifsynth` processes alike use it, instead of a temporary server
-each)."""
+"""Shared fixtures: a loopback fake of the OpenAI API, a warehouse per test, and ``prefect``: one quiet offline
+Prefect server for the session, which in-process flows and child `ifsynth` processes alike use instead of a
+temporary server each. Only tests that run a flow request it (most modules that do, with
+``pytestmark = pytest.mark.usefixtures("prefect")``), so the others never pay its start."""
 
 from __future__ import annotations
 
@@ -30,7 +31,8 @@ INSTRUCTIR_SEEDS = SHARED_DATA / "instructir" / "data_creation" / "msmarco" / "f
 
 @pytest.fixture(scope="session", autouse=True)
 def offline_env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
-    """One Prefect home and one Prefect server for the session, no key, ir_datasets in a temporary home."""
+    """One Prefect home for the session, no key, no Prefect server unless ``prefect`` starts it, ir_datasets
+    in a temporary home."""
     home = tmp_path_factory.mktemp("prefect-home")
     saved = dict(os.environ)
     os.environ.update(PREFECT_DEFAULTS)
@@ -38,11 +40,35 @@ def offline_env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
     os.environ["IR_DATASETS_HOME"] = str(tmp_path_factory.mktemp("ir-datasets"))
     os.environ.pop("OPENAI_API_KEY", None)
     os.environ.pop("PREFECT_API_URL", None)
-    with prefect_server() as prefect:
-        os.environ.update(prefect)
-        yield
+    yield
     os.environ.clear()
     os.environ.update(saved)
+
+
+@pytest.fixture(scope="session")
+def prefect(offline_env: None) -> Iterator[str]:
+    """The session's Prefect server, started for the first test that runs a flow; its API URL. A test that
+    runs one without it still passes, each run starting a temporary server of its own (several seconds)."""
+    with prefect_server() as server:
+        os.environ.update(server)
+        _refresh_prefect_settings()
+        yield server["PREFECT_API_URL"]
+        os.environ.pop("PREFECT_API_URL")
+        _refresh_prefect_settings()
+
+
+def _refresh_prefect_settings() -> None:
+    """Prefect reads its settings once, when imported: a test before this one may have imported it."""
+    if "prefect.context" in sys.modules:
+        sys.modules["prefect.context"].refresh_global_settings_context()
+
+
+@pytest.fixture(scope="module")
+def server(request: pytest.FixtureRequest) -> Iterator[FakeOpenAI]:
+    """One fake for every test of a module, set up by the module's ``FAKE`` (FakeOpenAI's arguments: the
+    responder it answers with, a latency ...); random valid answers when the module sets nothing."""
+    with FakeOpenAI(**getattr(request.module, "FAKE", {})) as fake:
+        yield fake
 
 
 @pytest.fixture

@@ -1,11 +1,13 @@
-"""What tests share beyond fixtures: a gateway config and asks for the fake, a responder that reads the
-InstructIR prompts like a model that follows them, and direct access to the warehouse's tables.
+"""What tests share beyond fixtures: a gateway config and asks for the fake, a clock that moves only when
+the code under test waits, a responder that reads the InstructIR prompts like a model that follows them, and
+direct access to the warehouse's tables.
 
 The tool itself never reads its tables directly (every statement it runs is a named ``Warehouse`` method);
 tests look at rows a command wrote, or set up rows no command writes, through the warehouse's connection."""
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import json
 import random
@@ -33,6 +35,23 @@ def config(fake: FakeOpenAI, **endpoint: Any) -> RunConfig:
     """A run config whose one endpoint is the fake, with fast retries."""
     settings = {"base_url": fake.base_url, "max_attempts": 4, "timeout": 5.0, **endpoint}
     return RunConfig(recipe="instructir", seeds="demo", model="m", endpoint=Endpoint(**settings))
+
+
+class FakeClock:
+    """Time that moves only when the code under test sleeps (or a test moves it): backoff, rests and rate
+    limits take no time, and ``slept`` holds every wait that was asked for."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+        self.slept: list[float] = []
+
+    def monotonic(self) -> float:
+        return self.now
+
+    async def sleep(self, seconds: float) -> None:
+        self.slept.append(seconds)
+        self.now += seconds
+        await asyncio.sleep(0)  # a sleep still lets the other tasks run
 
 
 def ask(text: str = "judge this") -> Ask:

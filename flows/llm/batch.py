@@ -11,7 +11,6 @@ polls the same batch when run again instead of submitting a second one.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import uuid
 from collections.abc import Mapping
@@ -77,7 +76,7 @@ async def _poll(warehouse: Warehouse, route: Route, batch_id: str, poll_seconds:
                 f"batch {batch_id} ended `{batch.status}` without answers; run again to submit a new one, "
                 "or drop --batch to send the requests live"
             )
-        await asyncio.sleep(poll_seconds)
+        await route.clock.sleep(poll_seconds)
 
 
 async def _ingest(

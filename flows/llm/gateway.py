@@ -17,10 +17,12 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import openai
-from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt, stop_before_delay
+from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_after_attempt
+from tenacity.stop import stop_base
 
 from ifsynth.flows.llm import batch
 from ifsynth.flows.llm.answers import call_cost, decode_completion, parse_answer
+from ifsynth.flows.llm.clock import SYSTEM_CLOCK, Clock
 from ifsynth.flows.llm.limits import Budget
 from ifsynth.flows.llm.pool import Pool
 from ifsynth.flows.llm.requests import Ask, Reply, Request
@@ -38,6 +40,16 @@ SLICE = 32  # asks keyed, or started, before the event loop is given back
 NOTICE_WAIT = 5.0  # seconds of Retry-After worth a line on the progress display
 
 
+class PastDeadline(stop_base):
+    """tenacity's ``stop_before_delay``, from the first attempt on and by the gateway's clock (a test's is fake)."""
+
+    def __init__(self, clock: Clock, began: float, deadline: float) -> None:
+        self.clock, self.began, self.deadline = clock, began, deadline
+
+    def __call__(self, state: RetryCallState) -> bool:
+        return self.clock.monotonic() - self.began + state.upcoming_sleep >= self.deadline
+
+
 class Gateway:
     """Answers asks for one run, one stage at a time; open it with ``async with``."""
 
@@ -50,9 +62,11 @@ class Gateway:
         seed: int = 0,
         budget: Budget | None = None,
         notify: Callable[[str], None] = lambda _: None,
+        clock: Clock = SYSTEM_CLOCK,
     ) -> None:
         self.config = config
         self.notify = notify
+        self.clock = clock
         self._quiet_until = 0.0
         self.warehouse = warehouse
         self.run_id = run_id
@@ -68,7 +82,7 @@ class Gateway:
         for role in ("generator", "judge"):
             endpoint = self.config.endpoint_for(role)
             if endpoint not in self._pools:
-                self._pools[endpoint] = Pool(endpoint, self.notify)
+                self._pools[endpoint] = Pool(endpoint, self.notify, self.clock)
             self._by_role[role] = self._pools[endpoint]
         return self
 
@@ -214,7 +228,8 @@ class Gateway:
         key, body = request.key, request.body
         payload = canonical_request(body)  # serialized once: sent, stored and journalled as is
         attempts = 1
-        began = time.monotonic()
+        clock = self.clock
+        began = clock.monotonic()
         try:
             try:
                 return (*await self._attempt(stage, ask, key, body, payload, pool, attempts), attempts)
@@ -222,14 +237,15 @@ class Gateway:
                 if not is_transient(exc) or endpoint.max_attempts == 1:
                     raise
                 wait = pause(exc, attempts)
-                if time.monotonic() - began + wait > endpoint.deadline:
+                if clock.monotonic() - began + wait > endpoint.deadline:
                     raise
                 self._say_wait(route, exc, wait)
-                await asyncio.sleep(wait)
-            remaining = endpoint.deadline - (time.monotonic() - began)
+                await clock.sleep(wait)
+
             async for attempt in AsyncRetrying(
-                stop=stop_after_attempt(endpoint.max_attempts - 1) | stop_before_delay(remaining),
+                stop=stop_after_attempt(endpoint.max_attempts - 1) | PastDeadline(clock, began, endpoint.deadline),
                 wait=Backoff(before=1),
+                sleep=clock.sleep,
                 before_sleep=lambda state: self._say_wait(
                     route, state.outcome.exception() if state.outcome else None, state.upcoming_sleep
                 ),
@@ -320,7 +336,7 @@ class Gateway:
 
     def _say_wait(self, route: Route, exc: BaseException | None, seconds: float) -> None:
         """A long wait the server asked for is said on the progress line, once per stretch of waiting."""
-        now = time.monotonic()
+        now = self.clock.monotonic()
         if seconds >= NOTICE_WAIT and retry_after(exc) is not None and now >= self._quiet_until:
             self._quiet_until = now + seconds
             self.notify(f"{route.base_url} asked to wait {seconds:.0f} s before retrying (Retry-After); waiting")

@@ -14,16 +14,16 @@ from __future__ import annotations
 
 import asyncio
 import re
-import time
 from collections import deque
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Mapping
 from types import TracebackType
 
+from ifsynth.flows.llm.clock import SYSTEM_CLOCK, Clock
 from ifsynth.schemas.errors import BudgetExhausted
 
 
 class AdaptiveLimit:
-    def __init__(self, maximum: int, *, cooldown: float = 1.0, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(self, maximum: int, *, cooldown: float = 1.0, clock: Clock = SYSTEM_CLOCK) -> None:
         self.maximum = maximum
         self.limit = maximum
         self.cooldown = cooldown
@@ -64,7 +64,7 @@ class AdaptiveLimit:
                 waiter.set_result(None)
 
     def throttled(self) -> None:
-        now = self._clock()
+        now = self._clock.monotonic()
         if now - self._last_cut >= self.cooldown:
             self.limit = max(1, self.limit // 2)
             self._last_cut = now
@@ -101,14 +101,14 @@ def parse_reset(value: str | None) -> float | None:
 class Bucket:
     """A token bucket of ``capacity`` per minute, refilled continuously; the server's headers correct it."""
 
-    def __init__(self, capacity: float, clock: Callable[[], float]) -> None:
+    def __init__(self, capacity: float, clock: Clock) -> None:
         self.capacity = capacity
         self.level = capacity
         self._clock = clock
-        self._at = clock()
+        self._at = clock.monotonic()
 
     def _refill(self) -> None:
-        now = self._clock()
+        now = self._clock.monotonic()
         self.level = min(self.capacity, self.level + (now - self._at) * self.capacity / 60.0)
         self._at = now
 
@@ -140,15 +140,8 @@ class RateLimit:
     headers. A request waits until both buckets hold what it needs; tokens are estimated as prompt
     characters / 4 plus ``max_tokens``, which is what OpenAI counts against the limit up front."""
 
-    def __init__(
-        self,
-        rpm: float | None = None,
-        tpm: float | None = None,
-        *,
-        clock: Callable[[], float] = time.monotonic,
-        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
-    ) -> None:
-        self._clock, self._sleep = clock, sleep
+    def __init__(self, rpm: float | None = None, tpm: float | None = None, *, clock: Clock = SYSTEM_CLOCK) -> None:
+        self._clock = clock
         self.requests = Bucket(rpm, clock) if rpm else None
         self.tokens = Bucket(tpm, clock) if tpm else None
         self.waited = 0.0
@@ -162,7 +155,7 @@ class RateLimit:
     async def acquire(self, tokens: float) -> None:
         while (wait := self.delay(tokens)) > 0:
             self.waited += wait
-            await self._sleep(wait)
+            await self._clock.sleep(wait)
         if self.requests:
             self.requests.take(1)
         if self.tokens:

@@ -15,12 +15,11 @@ decide an answer, so a rerun against other members, or another pool, is served f
 
 from __future__ import annotations
 
-import asyncio
-import time
 from collections.abc import Callable
 
 import openai
 
+from ifsynth.flows.llm.clock import SYSTEM_CLOCK, Clock
 from ifsynth.flows.llm.retry import rejected
 from ifsynth.flows.llm.route import Route
 from ifsynth.schemas.config import Endpoint
@@ -37,14 +36,14 @@ class Pool:
         self,
         endpoint: Endpoint,
         notify: Callable[[str], None] = lambda _: None,
-        clock: Callable[[], float] = time.monotonic,
+        clock: Clock = SYSTEM_CLOCK,
     ) -> None:
         self.endpoint = endpoint
         self.notify = notify
         self._clock = clock
         members = endpoint.members
         if len(members) <= 1:
-            self.routes = [Route(endpoint, notify)]
+            self.routes = [Route(endpoint, notify, clock)]
             self.weights = [1.0]
         else:
             self.routes = [
@@ -57,6 +56,7 @@ class Pool:
                         }
                     ),
                     notify,
+                    clock,
                 )
                 for member in members
             ]
@@ -81,7 +81,7 @@ class Pool:
         its weight; when none is, the first to come back, once it may."""
         if not self.pooled:
             return self.first
-        now = self._clock()
+        now = self._clock.monotonic()
         present = [at for at, back in enumerate(self._back_at) if back <= now]
         if not present:
             if min(self._rests) >= GIVE_UP:
@@ -91,7 +91,7 @@ class Pool:
                     "the run stopped, and continues when rerun"
                 )
             soonest = min(range(len(self.routes)), key=self._back_at.__getitem__)
-            await asyncio.sleep(max(0.0, self._back_at[soonest] - now))
+            await self._clock.sleep(max(0.0, self._back_at[soonest] - now))
             return self.routes[soonest]
         return self.routes[max(present, key=self._room)]
 
@@ -122,7 +122,7 @@ class Pool:
         route.breaker.failed(exc)
 
     def _rest(self, at: int, why: str) -> None:
-        now = self._clock()
+        now = self._clock.monotonic()
         if self._back_at[at] > now:
             return  # already resting: requests that were in flight when it went failed too
         seconds = min(MAX_REST, REST * 2 ** self._rests[at])

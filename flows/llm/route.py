@@ -22,6 +22,7 @@ import httpx2
 import openai
 
 from ifsynth.flows.llm.breaker import Breaker
+from ifsynth.flows.llm.clock import SYSTEM_CLOCK, Clock
 from ifsynth.flows.llm.limits import AdaptiveLimit, RateLimit
 from ifsynth.flows.llm.local_model import LOCAL_BASE_URL, serve, weights
 from ifsynth.flows.llm.requests import Ask
@@ -196,15 +197,18 @@ def _preflight_pool(endpoint: Endpoint, notify: Callable[[str], None]) -> None:
 class Route:
     """An endpoint with its client and its concurrency bound, shared by the roles that use it."""
 
-    def __init__(self, endpoint: Endpoint, notify: Callable[[str], None] = lambda _: None) -> None:
+    def __init__(
+        self, endpoint: Endpoint, notify: Callable[[str], None] = lambda _: None, clock: Clock = SYSTEM_CLOCK
+    ) -> None:
         self.endpoint = endpoint
+        self.clock = clock
         self.base_url = public_url(endpoint.base_url)
         self.key = sendable_key(endpoint.base_url, endpoint.api_key_env, notify)
         self.secrets = _secrets(endpoint.base_url, self.key)
         self.local = endpoint.base_url == LOCAL_BASE_URL
         # the embedded server queues what its slots cannot take; more in flight would only run into timeouts
-        self.limit = AdaptiveLimit(endpoint.local_parallel if self.local else endpoint.concurrency)
-        self.rate = RateLimit(endpoint.rpm, endpoint.tpm)
+        self.limit = AdaptiveLimit(endpoint.local_parallel if self.local else endpoint.concurrency, clock=clock)
+        self.rate = RateLimit(endpoint.rpm, endpoint.tpm, clock=clock)
         host = urlsplit(endpoint.base_url).hostname or ""
         self.string_lengths = not host.endswith(STRICT_SUBSET_HOSTS)
         self.address = self.base_url  # where requests go: the embedded server's loopback port once started

@@ -116,9 +116,11 @@ CASES: dict[str, tuple[Callable[[Path], list[str]], str]] = {
 
 
 @pytest.mark.parametrize("case", list(CASES))
-def test_bad_input_is_refused_before_any_request(case: str, tmp_path: Path) -> None:
+def test_bad_input_is_refused_before_any_request(case: str, tmp_path: Path, request: pytest.FixtureRequest) -> None:
     build, said = CASES[case]
     extra = build(tmp_path)
+    if "--work-pool" in extra:
+        request.getfixturevalue("prefect")  # a work pool is looked up on the Prefect server its workers poll
     if "--seeds" not in extra:
         extra = ["--seeds", "demo", *extra]
     warehouse = tmp_path / "w.duckdb"

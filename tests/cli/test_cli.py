@@ -10,7 +10,6 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +21,8 @@ from tests.conftest import INSTRUCTIR_SEEDS, REPO, cli
 from tests.fake_openai import FakeOpenAI
 from tests.helpers import export_files
 from tests.servers import fixed_reply
+
+pytestmark = pytest.mark.usefixtures("prefect")  # runs flows: on the session's Prefect server
 
 SECRET = "sk-test-7c2e91ab55d0-NEVER-STORED"
 CONCURRENCY = 16  # the endpoint default
@@ -49,10 +50,7 @@ def as_json(proc: subprocess.CompletedProcess[str]) -> Any:
     return json.loads(ok(proc).stdout)
 
 
-@pytest.fixture(scope="module")
-def server() -> Iterator[FakeOpenAI]:
-    with FakeOpenAI(latency=0.01) as fake:
-        yield fake
+FAKE = {"latency": 0.01}  # the module's `server`
 
 
 @pytest.fixture(scope="module")
@@ -281,6 +279,7 @@ def test_a_running_run_can_be_watched_from_another_process(server: FakeOpenAI, t
             time.sleep(2.5)
         assert seen[1][0] > seen[0][0], f"the counts grow while the run writes: {seen}"
         assert seen[0][1] is not None and seen[0][1]["total"] > 0
+        server.configure(latency=0.01)  # seen while running: the rest of the run need not take its half minute
         assert child.wait(timeout=120) == 0
     finally:
         server.configure(latency=0.01)

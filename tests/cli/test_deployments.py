@@ -24,6 +24,8 @@ from tests.fake_openai import FakeOpenAI
 from tests.helpers import BUILTIN, synthetic_beir
 from tests.servers import work_pool
 
+pytestmark = pytest.mark.usefixtures("prefect")  # runs flows: on the session's Prefect server
+
 
 @pytest.fixture(scope="module")
 def seeds(tmp_path_factory: pytest.TempPathFactory) -> Path:

@@ -18,6 +18,8 @@ from tests.conftest import REPO, cli
 from tests.fake_openai import FakeOpenAI
 from tests.servers import fixed_reply, free_port
 
+pytestmark = pytest.mark.usefixtures("prefect")  # runs flows: on the session's Prefect server
+
 HTML = b"<html><body><h1>502 Bad Gateway</h1></body></html>"
 
 

@@ -12,6 +12,8 @@ from tests.conftest import SHARED_DATA, cli
 from tests.fake_openai import FakeOpenAI
 from tests.helpers import sensible, small_instructir
 
+pytestmark = pytest.mark.usefixtures("prefect")  # runs flows: on the session's Prefect server
+
 # what would make the browser fetch something: a script, a style sheet or an image from a URL
 EXTERNAL = re.compile(r"<script[^>]+src=|<link[^>]+href=|<img[^>]+src=[\"']?https?:|url\(\s*[\"']?https?:", re.I)
 

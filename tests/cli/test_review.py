@@ -20,6 +20,8 @@ from tests.conftest import cli
 from tests.fake_openai import FakeOpenAI
 from tests.helpers import field, query, sensible, small_instructir
 
+pytestmark = pytest.mark.usefixtures("prefect")  # runs flows: on the session's Prefect server
+
 
 @pytest.fixture(scope="module")
 def run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:

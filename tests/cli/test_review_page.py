@@ -22,6 +22,8 @@ from tests.conftest import REPO, cli
 from tests.fake_openai import FakeOpenAI
 from tests.helpers import query, sensible, small_instructir
 
+pytestmark = pytest.mark.usefixtures("prefect")  # runs flows: on the session's Prefect server
+
 
 def items(url: str) -> list[dict[str, Any]]:
     deadline = time.monotonic() + 60

@@ -27,6 +27,8 @@ from tests.recipes.test_infir import sensible as infir_answers
 from tests.recipes.test_infosearch import sensible as infosearch_answers
 from tests.servers import descendants, work_pool, worker_log
 
+pytestmark = pytest.mark.usefixtures("prefect")  # runs flows: on the session's Prefect server
+
 SEEDS = 50
 CONCURRENCY = 4
 EVERY_SEED = ["query_length_percentiles=[0,100]", "passage_length_percentiles=[0,100]", "passage_band=inside"]
@@ -113,6 +115,7 @@ def test_a_killed_shard_is_continued_alone(seeds: Path, one_process: dict[str, A
             time.sleep(0.05)
         wait_running(warehouse.with_name("w.duckdb.shards") / "2-of-2.duckdb", deadline)  # its process took it
         os.kill(shard_process(parent.pid, "2-of-2.duckdb"), signal.SIGKILL)
+        fake.configure(latency=0.01)  # killed: shard 1 need not stay slow to the end
         _, stderr = parent.communicate(timeout=120)
         assert parent.returncode == RunFailed.exit_code
         last = stderr.strip().splitlines()[-1]
@@ -264,6 +267,7 @@ def test_a_killed_worker_is_made_up_for_by_a_rerun(seeds: Path, one_process: dic
         victim = next(w for w in workers if descendants(w.pid))
         for pid in [victim.pid, *descendants(victim.pid)]:
             os.kill(pid, signal.SIGKILL)
+        fake.configure(latency=0.01)  # killed: the other shard need not stay slow to the end
         _, stderr = parent.communicate(timeout=180)
         assert parent.returncode == RunFailed.exit_code, stderr
         assert re.search(r"error: shard [12] of 2 died \(its process ended without recording how\)", stderr)

@@ -28,6 +28,8 @@ from tests.conftest import INSTRUCTIR_SEEDS, SHARED_DATA, cli
 from tests.fake_openai import FakeOpenAI
 from tests.helpers import field, query, sensible
 
+pytestmark = pytest.mark.usefixtures("prefect")  # runs flows: on the session's Prefect server
+
 
 @pytest.fixture(scope="module")
 def generated(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:

@@ -68,6 +68,7 @@ def test_a_run_stopped_while_waiting_polls_the_same_batch(fake: FakeOpenAI, ware
     assert fake.stats()["requests"] == 0
 
 
+@pytest.mark.usefixtures("prefect")  # runs a flow: on the session's Prefect server
 def test_the_recipe_runs_stage_by_stage_through_batches(tmp_path: Path, make_fake: Callable[..., FakeOpenAI]) -> None:
     from ifsynth.flows.run.config import resolve
     from ifsynth.flows.run.runner import execute

@@ -7,12 +7,16 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from ifsynth.flows.run.config import resolve
 from ifsynth.flows.run.runner import execute
 from ifsynth.warehouse import audit
 from ifsynth.warehouse.store import Warehouse
 from tests.fake_openai import FakeOpenAI
 from tests.helpers import query, sensible
+
+pytestmark = pytest.mark.usefixtures("prefect")  # runs flows: on the session's Prefect server
 
 
 def reasked(body: dict[str, Any]) -> dict[str, Any]:

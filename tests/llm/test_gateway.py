@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -20,12 +19,16 @@ from ifsynth.schemas.answers import RelevanceJudgement
 from ifsynth.schemas.config import Endpoint
 from ifsynth.warehouse.store import Warehouse
 from tests.fake_openai import FakeOpenAI
-from tests.helpers import GOOD, ask, config, query
+from tests.helpers import GOOD, FakeClock, ask, config, query
 
 
-def answer(fake: FakeOpenAI, warehouse: Warehouse, asks: list[Ask], **endpoint: Any) -> list[Reply]:
+def answer(
+    fake: FakeOpenAI, warehouse: Warehouse, asks: list[Ask], clock: FakeClock | None = None, **endpoint: Any
+) -> list[Reply]:
+    """The replies to ``asks``; the gateway waits by ``clock``, a fake one: backoff takes no time."""
+
     async def go() -> list[Reply]:
-        async with Gateway(config(fake, **endpoint), warehouse, "run-1") as gateway:
+        async with Gateway(config(fake, **endpoint), warehouse, "run-1", clock=clock or FakeClock()) as gateway:
             return await gateway.ask_many("judge", asks)
 
     return asyncio.run(go())
@@ -46,11 +49,13 @@ def warehouse(warehouse_path: Path) -> Iterator[Warehouse]:
 
 def test_retries_429_and_500_then_succeeds(fake: FakeOpenAI, warehouse: Warehouse) -> None:
     fake.configure(mode="responder", responder=lambda body: GOOD, script=["429", "500", "ok"], retry_after=0.3)
-    started = time.monotonic()
-    (reply,) = answer(fake, warehouse, [ask()])
+    clock = FakeClock()
+    (reply,) = answer(fake, warehouse, [ask()], clock)
     assert reply.status == "ok" and reply.value == RelevanceJudgement.model_validate(GOOD)
     assert reply.sent == 3
-    assert time.monotonic() - started >= 0.3, "Retry-After was not honoured"
+    honoured, backoff = clock.slept
+    assert honoured == pytest.approx(0.3), "Retry-After was not honoured"
+    assert 2.0 <= backoff < 3.0, "the second failure waits 2 s and up to 1 s of jitter"
     rows = calls(warehouse)
     assert [r["http_status"] for r in rows] == [429, 500, 200]
     assert rows[0]["error"].startswith("RateLimitError") and rows[-1]["error"] is None
@@ -69,16 +74,30 @@ def test_client_errors_are_not_retried(fake: FakeOpenAI, warehouse: Warehouse, s
 
 def test_gives_up_after_max_attempts(fake: FakeOpenAI, warehouse: Warehouse) -> None:
     fake.configure(script=["500"] * 10)
-    (reply,) = answer(fake, warehouse, [ask()], max_attempts=3)
+    clock = FakeClock()
+    (reply,) = answer(fake, warehouse, [ask()], clock, max_attempts=3)
     assert reply.status == "failed" and "HTTP 500" in (reply.error or "") and reply.failure == "transient"
     assert fake.stats()["requests"] == 3 and len(calls(warehouse)) == 3
+    first, second = clock.slept  # exponential backoff with jitter between attempts, none after the last
+    assert 1.0 <= first < 2.0 and 2.0 <= second < 3.0
+
+
+def test_no_retry_would_end_past_the_deadline(fake: FakeOpenAI, warehouse: Warehouse) -> None:
+    fake.configure(script=["500"] * 10)
+    clock = FakeClock()
+    (reply,) = answer(fake, warehouse, [ask()], clock, max_attempts=5, deadline=3.0)
+    assert reply.status == "failed" and "HTTP 500" in (reply.error or "")
+    assert fake.stats()["requests"] == 2, "a third attempt would start 3 to 5 s after the first, past the 3 s deadline"
+    assert len(clock.slept) == 1 and 1.0 <= clock.slept[0] < 2.0
 
 
 def test_timeouts_are_retried(fake: FakeOpenAI, warehouse: Warehouse) -> None:
     fake.configure(mode="responder", responder=lambda body: GOOD, script=["timeout", "ok"], timeout_sleep=3.0)
-    (reply,) = answer(fake, warehouse, [ask()], timeout=0.5)
+    clock = FakeClock()
+    (reply,) = answer(fake, warehouse, [ask()], clock, timeout=0.5)
     assert reply.status == "ok"
     assert calls(warehouse)[0]["error"].startswith("APITimeoutError")
+    assert len(clock.slept) == 1 and 1.0 <= clock.slept[0] < 2.0
 
 
 def test_unparseable_answers_are_reasked_at_most_twice(fake: FakeOpenAI, warehouse: Warehouse) -> None:

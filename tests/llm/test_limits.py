@@ -14,22 +14,7 @@ from ifsynth.flows.llm.limits import AdaptiveLimit, Budget, RateLimit, parse_res
 from ifsynth.schemas.errors import BudgetExhausted
 from ifsynth.warehouse.store import Warehouse
 from tests.fake_openai import FakeOpenAI
-from tests.helpers import GOOD, ask, config, query
-
-
-class Clock:
-    """Time that moves only when the code under test sleeps."""
-
-    def __init__(self) -> None:
-        self.now = 1000.0
-        self.slept: list[float] = []
-
-    def __call__(self) -> float:
-        return self.now
-
-    async def sleep(self, seconds: float) -> None:
-        self.slept.append(seconds)
-        self.now += seconds
+from tests.helpers import GOOD, FakeClock, ask, config, query
 
 
 def acquire_all(rate: RateLimit, tokens: list[float]) -> None:
@@ -41,8 +26,8 @@ def acquire_all(rate: RateLimit, tokens: list[float]) -> None:
 
 
 def test_requests_per_minute_spaces_requests_once_the_bucket_is_empty() -> None:
-    clock = Clock()
-    rate = RateLimit(rpm=60, clock=clock, sleep=clock.sleep)
+    clock = FakeClock()
+    rate = RateLimit(rpm=60, clock=clock)
     acquire_all(rate, [0] * 60)
     assert clock.slept == [], "a full bucket lets a minute's worth through at once"
     acquire_all(rate, [0] * 3)
@@ -50,15 +35,15 @@ def test_requests_per_minute_spaces_requests_once_the_bucket_is_empty() -> None:
 
 
 def test_tokens_per_minute_waits_for_what_a_request_needs() -> None:
-    clock = Clock()
-    rate = RateLimit(tpm=6000, clock=clock, sleep=clock.sleep)
+    clock = FakeClock()
+    rate = RateLimit(tpm=6000, clock=clock)
     acquire_all(rate, [5000, 3000])
     assert sum(clock.slept) == pytest.approx(20.0)  # 2000 tokens missing at 100 tokens/s
 
 
 def test_headers_set_the_limits_when_the_config_has_none() -> None:
-    clock = Clock()
-    rate = RateLimit(clock=clock, sleep=clock.sleep)
+    clock = FakeClock()
+    rate = RateLimit(clock=clock)
     assert rate.delay(100) == 0
     rate.observe({"x-ratelimit-limit-requests": "120", "x-ratelimit-remaining-requests": "0",
                   "x-ratelimit-reset-requests": "2.5s", "x-ratelimit-limit-tokens": "1000000"})  # fmt: skip
@@ -69,8 +54,8 @@ def test_headers_set_the_limits_when_the_config_has_none() -> None:
 
 
 def test_configured_limit_is_lowered_by_a_stricter_server() -> None:
-    clock = Clock()
-    rate = RateLimit(rpm=1000, clock=clock, sleep=clock.sleep)
+    clock = FakeClock()
+    rate = RateLimit(rpm=1000, clock=clock)
     rate.observe({"x-ratelimit-limit-requests": "30", "x-ratelimit-remaining-requests": "0",
                   "x-ratelimit-reset-requests": "1m0s"})  # fmt: skip
     assert rate.requests is not None and rate.requests.capacity == 30
@@ -83,7 +68,7 @@ def test_reset_durations(text: str, seconds: float) -> None:
 
 
 def test_a_burst_of_429s_cuts_the_bound_once_and_successes_grow_it_back() -> None:
-    clock = Clock()
+    clock = FakeClock()
     limit = AdaptiveLimit(16, cooldown=1.0, clock=clock)
     for _ in range(10):  # one burst: ten 429s within the cool-down
         limit.throttled()
@@ -165,6 +150,7 @@ def test_budget_stops_the_gateway_before_the_limit_and_the_cache_resumes(
     assert fake.stats()["requests"] == 5
 
 
+@pytest.mark.usefixtures("prefect")  # runs a flow: on the session's Prefect server
 def test_a_run_stopped_by_its_budget_is_marked_stopped_and_continues(
     tmp_path: Path, make_fake: Callable[..., FakeOpenAI]
 ) -> None:

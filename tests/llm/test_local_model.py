@@ -112,6 +112,7 @@ def test_a_user_gguf_is_named_for_its_file_and_checked_before_loading(tmp_path: 
         weights(str(not_gguf))
 
 
+@pytest.mark.usefixtures("prefect")  # runs a flow: on the session's Prefect server
 def test_a_run_with_local_model_goes_through_the_http_path_and_a_rerun_is_served_from_the_cache(
     tmp_path: Path,
 ) -> None:

@@ -4,7 +4,6 @@ the others, and the cache does not care which member answered."""
 from __future__ import annotations
 
 import asyncio
-import json
 import threading
 import time
 from pathlib import Path
@@ -17,24 +16,19 @@ import pytest
 from ifsynth.flows.llm.pool import GIVE_UP, MAX_REST, POOL_KEY, REST, STRIKES, Pool
 from ifsynth.flows.llm.retry import ReplyRejected
 from ifsynth.flows.llm.route import Route
+from ifsynth.flows.run.config import resolve
+from ifsynth.flows.run.runner import execute
 from ifsynth.schemas.config import Endpoint, Member, RunConfig
 from ifsynth.schemas.errors import EndpointDown
-from tests.conftest import cli
+from ifsynth.warehouse.export import export, release_for
+from ifsynth.warehouse.store import Warehouse
 from tests.fake_openai import FakeOpenAI
-from tests.helpers import export_files, synthetic_beir
+from tests.helpers import FakeClock, export_files, synthetic_beir
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.now = 100.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
-def pool(*weights: float, clock: Clock | None = None, concurrency: int = 4) -> Pool:
+def pool(*weights: float, clock: FakeClock | None = None, concurrency: int = 4) -> Pool:
     members = tuple(Member(base_url=f"http://10.0.0.{i}:8000/v1", weight=w) for i, w in enumerate(weights, 1))
-    return Pool(Endpoint.model_validate({"members": members, "concurrency": concurrency}), clock=clock or Clock())
+    return Pool(Endpoint.model_validate({"members": members, "concurrency": concurrency}), clock=clock or FakeClock())
 
 
 def pick(members: Pool) -> Route:
@@ -63,7 +57,7 @@ def test_attempts_go_where_there_is_most_room_for_the_weight() -> None:
 
 
 def test_a_member_that_refuses_rests_and_comes_back() -> None:
-    clock = Clock()
+    clock = FakeClock()
     notes: list[str] = []
     members = pool(1, 1, clock=clock)
     members.notify = notes.append
@@ -83,7 +77,7 @@ def test_a_member_that_refuses_rests_and_comes_back() -> None:
 
 
 def test_a_pool_whose_every_member_keeps_failing_stops_the_run() -> None:
-    clock = Clock()
+    clock = FakeClock()
     members = pool(1, 1, clock=clock)
     for round_ in range(1, GIVE_UP + 1):
         for route in members.routes:
@@ -98,7 +92,7 @@ def test_a_pool_whose_every_member_keeps_failing_stops_the_run() -> None:
 
 
 def test_5xx_take_a_member_out_only_in_a_row_and_a_bad_key_still_stops_the_run() -> None:
-    clock = Clock()
+    clock = FakeClock()
     members = pool(1, 1, clock=clock)
     a, b = members.routes
     for _ in range(STRIKES - 1):
@@ -133,21 +127,21 @@ def base_urls(warehouse: Path) -> dict[str, int]:
     return dict(rows)
 
 
+@pytest.mark.usefixtures("prefect")  # runs a flow: on the session's Prefect server
 def test_a_member_stopped_mid_run_hands_its_share_to_the_other(tmp_path: Path) -> None:
     seeds = synthetic_beir(tmp_path / "seeds", 24)
-    settings = ["--set", "query_length_percentiles=[0,100]", "--set", "passage_length_percentiles=[0,100]",
-                "--set", "passage_band=inside", "--set", "instructions_per_query=3", "--set", "min_group_size=1",
-                "--set", "max_attempts=4"]  # fmt: skip
+    settings = ["query_length_percentiles=[0,100]", "passage_length_percentiles=[0,100]", "passage_band=inside",
+                "instructions_per_query=3", "min_group_size=1", "max_attempts=4"]  # fmt: skip
 
     def run(warehouse: Path, *urls: str) -> dict[str, bytes]:
-        base = [a for url in urls for a in ("--base-url", url)]
-        args = ["run", "instructir", "--seeds", f"beir:{seeds}", "--model", "m", "--concurrency", "4", *base]
-        done = cli("--warehouse", str(warehouse), *args, "--json", *settings)
-        assert done.returncode == 0, done.stderr
-        assert json.loads(done.stdout)["status"] == "completed"
+        """The run in this process (as `ifsynth run` with a --base-url per member), and its BEIR export."""
+        config = resolve("instructir", seeds=f"beir:{seeds}", model="m", concurrency=4, base_url=list(urls),
+                         sets=settings)  # fmt: skip
+        run_id = execute(config, warehouse).run_id
         folder = warehouse.with_suffix(".export")
-        out = cli("--warehouse", str(warehouse), "export", "--format", "beir", "--out", str(folder))
-        assert out.returncode == 0, out.stderr
+        with Warehouse(warehouse, read_only=True) as opened:
+            assert opened.run(run_id).status == "completed"
+            export(opened, release_for(opened, run_id), "beir", folder)
         return {k: v for k, v in export_files(folder).items() if not k.endswith("README.md")}
 
     with FakeOpenAI(latency=0.01) as alone:

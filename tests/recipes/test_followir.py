@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +31,8 @@ from ifsynth.warehouse.store import Warehouse
 from tests.conftest import REPO
 from tests.fake_openai import FakeOpenAI
 from tests.helpers import field, query
+
+pytestmark = pytest.mark.usefixtures("prefect")  # runs flows: on the session's Prefect server
 
 SEEDS = REPO / "flows" / "demo_seeds" / "followir"
 
@@ -109,18 +110,15 @@ def assessor(body: dict[str, Any]) -> dict[str, Any] | str:
     raise AssertionError(f"unexpected request {name}")
 
 
+FAKE = {"mode": "responder", "responder": assessor}  # the module's `server`
+
+
 def train_assessor(body: dict[str, Any]) -> dict[str, Any] | str:
     """The same, with every narrative of a training run marked so the judge knows it."""
     prompt = first_prompt(body)
     if body["response_format"]["json_schema"]["name"] == "RelevanceLabel":
         prompt = prompt.replace("Narrative: ", "Narrative: TRAIN ", 1)
     return assessor({**body, "messages": [{"role": "user", "content": prompt}]})
-
-
-@pytest.fixture(scope="module")
-def server() -> Iterator[FakeOpenAI]:
-    with FakeOpenAI(mode="responder", responder=assessor) as fake:
-        yield fake
 
 
 def run(server: FakeOpenAI, root: Path, *sets: str, out: str = "followir") -> dict[str, Any]:

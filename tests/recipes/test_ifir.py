@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +31,8 @@ from ifsynth.warehouse.store import Warehouse
 from tests.conftest import REPO
 from tests.fake_openai import FakeOpenAI
 from tests.helpers import field, query
+
+pytestmark = pytest.mark.usefixtures("prefect")  # runs flows: on the session's Prefect server
 
 SEEDS = REPO / "flows" / "demo_seeds" / "ifir"
 
@@ -117,10 +118,7 @@ def expert(body: dict[str, Any]) -> dict[str, Any]:
     raise AssertionError(f"unexpected request {name}")
 
 
-@pytest.fixture(scope="module")
-def server() -> Iterator[FakeOpenAI]:
-    with FakeOpenAI(mode="responder", responder=expert) as fake:
-        yield fake
+FAKE = {"mode": "responder", "responder": expert}  # the module's `server`
 
 
 def run(server: FakeOpenAI, root: Path, out: str = "beir") -> dict[str, Any]:

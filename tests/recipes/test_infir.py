@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +24,8 @@ from ifsynth.warehouse.store import Warehouse
 from tests.conftest import INSTRUCTIR_SEEDS, REPO, cli
 from tests.fake_openai import FakeOpenAI
 from tests.helpers import query
+
+pytestmark = pytest.mark.usefixtures("prefect")  # runs flows: on the session's Prefect server
 
 DEMO = REPO / "flows" / "demo_seeds"
 SEVEN = (
@@ -102,10 +104,7 @@ def sensible(body: dict[str, Any]) -> dict[str, Any]:
     raise AssertionError(f"unexpected request {name}")
 
 
-@pytest.fixture(scope="module")
-def server() -> Iterator[FakeOpenAI]:
-    with FakeOpenAI(mode="responder", responder=sensible) as fake:
-        yield fake
+FAKE = {"mode": "responder", "responder": sensible}  # the module's `server`
 
 
 def run(server: FakeOpenAI, warehouse: Path, *sets: str, limit: int = 8, prompts_dir: Path | None = None) -> str:

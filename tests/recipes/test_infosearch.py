@@ -26,6 +26,8 @@ from tests.conftest import REPO, cli
 from tests.fake_openai import FakeOpenAI
 from tests.helpers import export_files, query
 
+pytestmark = pytest.mark.usefixtures("prefect")  # runs flows: on the session's Prefect server
+
 SEEDS = REPO / "flows" / "demo_seeds" / "infosearch"
 CHINESE = "这篇文章用中文完整地回答了这个问题，内容和原文一致。"
 
@@ -97,6 +99,9 @@ def sensible(body: dict[str, Any], *, sloppy: bool = False) -> dict[str, Any]:
     raise AssertionError(f"unexpected request {name}")
 
 
+FAKE = {"mode": "responder", "responder": sensible}  # the module's `server`
+
+
 def run(server: FakeOpenAI, root: Path, *sets: str, out: str = "") -> dict[str, Any]:
     config = resolve("infosearch", seeds="demo", base_url=server.base_url, model="gen", sets=list(sets))
     warehouse = root / "w.duckdb"
@@ -105,12 +110,6 @@ def run(server: FakeOpenAI, root: Path, *sets: str, out: str = "") -> dict[str, 
         export(wh, release_for(wh, run_id), "infosearch", root / f"infosearch{out}")
         export(wh, release_for(wh, run_id), "beir", root / f"beir{out}")
         return {"root": root, "warehouse": warehouse, "run_id": run_id, "funnel": audit.funnel(wh, run_id)}
-
-
-@pytest.fixture(scope="module")
-def server() -> Iterator[FakeOpenAI]:
-    with FakeOpenAI(mode="responder", responder=sensible) as fake:
-        yield fake
 
 
 @pytest.fixture(scope="module")

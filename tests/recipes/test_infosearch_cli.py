@@ -8,11 +8,15 @@ import json
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
+
 from ifsynth.flows.recipes.infosearch.settings import DIMENSIONS
 from ifsynth.warehouse.store import Warehouse
 from tests.conftest import cli
 from tests.fake_openai import FakeOpenAI
 from tests.helpers import query
+
+pytestmark = pytest.mark.usefixtures("prefect")  # runs flows: on the session's Prefect server
 
 # Random scores pass a judge 2 times in 5 and a core query needs every judge of its chain to pass, so with
 # strict settings almost nothing survives random answers. Opening the judges (the rules still apply) lets

@@ -19,6 +19,8 @@ from tests.conftest import REPO
 from tests.fake_openai import FakeOpenAI
 from tests.helpers import query, sensible
 
+pytestmark = pytest.mark.usefixtures("prefect")  # runs flows: on the session's Prefect server
+
 
 @pytest.fixture
 def server() -> Iterator[FakeOpenAI]:

@@ -9,10 +9,14 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
+
 from ifsynth.warehouse.store import Warehouse
 from tests.conftest import cli
 from tests.fake_openai import FakeOpenAI
 from tests.helpers import sensible
+
+pytestmark = pytest.mark.usefixtures("prefect")  # runs flows: on the session's Prefect server
 
 
 def test_a_stopped_run_is_finished_by_its_flow_called_in_a_fresh_process(
