@@ -5,6 +5,8 @@ stated once."""
 
 from __future__ import annotations
 
+from ifsynth.schemas.records import Payload
+
 FIELDS: tuple[str, ...] = (
     "query_positive",
     "instruction_positive",
@@ -21,3 +23,27 @@ MODES: dict[str, tuple[str, str, str]] = {
     "negative_instruction": ("query_positive", "instruction_negative", "hard_negative_document_1"),
     "negative_query": ("query_negative", "instruction_positive", "hard_negative_document_2"),
 }
+
+
+class TupleItem(Payload):
+    """A tuple item: its seed's ids, the seven texts (``FIELDS``), the items each text came from, and the
+    language a code flavour's I+ names."""
+
+    query_id: str
+    doc_id: str
+    title: str = ""
+    query_positive: str
+    instruction_positive: str
+    document_positive: str
+    query_negative: str
+    instruction_negative: str
+    hard_negative_document_1: str
+    hard_negative_document_2: str
+    items: dict[str, str]
+    language: str | None = None
+
+    def text(self, name: str) -> str:
+        """One of the seven texts by its field name (``MODES`` names them)."""
+        if name not in FIELDS:
+            raise KeyError(name)
+        return str(getattr(self, name))

@@ -271,14 +271,19 @@ class RuleStage(Stage, Generic[T]):
     def finish(self, ctx: RunContext, env: Env) -> None:
         """Write what the stage makes besides its outcomes; nothing by default."""
 
+    def prepared(self, ctx: RunContext) -> Self:
+        """This stage with what it computes once per run before its total and first page (length bands)."""
+        return self
+
     def run(self, ctx: RunContext, order: int) -> StageCounts:
-        env = stage_env(ctx, self.name)
-        writer = StageWriter(ctx, self.name, order, self.total(ctx))
-        for page in self.inputs(ctx):
-            for input_id, outcome in self.decide(env, page):
+        stage = self.prepared(ctx)
+        env = stage_env(ctx, stage.name)
+        writer = StageWriter(ctx, stage.name, order, stage.total(ctx))
+        for page in stage.inputs(ctx):
+            for input_id, outcome in stage.decide(env, page):
                 writer.add(input_id, outcome)
-                ctx.progress.advance(self.name)
-        self.finish(ctx, env)
+                ctx.progress.advance(stage.name)
+        stage.finish(ctx, env)
         return writer.close()
 
 

@@ -13,11 +13,11 @@ from typing import Any
 from ifsynth.flows.recipes.infir.judge_tuples import JudgeTuples
 from ifsynth.flows.recipes.infir.poison import Poison
 from ifsynth.flows.recipes.infir.tuples import MakeTuples
-from ifsynth.flows.run.stage import Call, Stage
-from ifsynth.flows.stages.assemble import assemble_release, infir_tuple
+from ifsynth.flows.run.stage import Stage
+from ifsynth.flows.stages.assemble import AssembleTuples
 from ifsynth.flows.stages.instructions import GenerateInstructions
 from ifsynth.flows.stages.rewrite import RewritePassages
-from ifsynth.flows.stages.select import select_seeds
+from ifsynth.flows.stages.select import SelectSeeds
 from ifsynth.schemas.answers import instruction_list
 from ifsynth.schemas.config import InfIRParams, RecipeParams
 from ifsynth.schemas.records import ItemRecord
@@ -48,7 +48,7 @@ def stages(params: RecipeParams) -> list[Stage]:
     flavour = {"flavour": p.flavour}
     validate = JudgeTuples(distractors=p.distractors, max_tokens=p.max_tokens_judge, variables=flavour)
     return [
-        Call("select", select_seeds),
+        SelectSeeds(),
         GenerateInstructions(
             max_tokens=p.max_tokens_instructions,
             schema=instruction_list(1, language=language),
@@ -59,5 +59,5 @@ def stages(params: RecipeParams) -> list[Stage]:
         RewritePassages(source="poison", max_tokens=p.max_tokens_rewrite, targets=partial(negative_target, p.flavour)),
         MakeTuples(),
         *([validate] if p.validate_ else []),
-        Call("assemble", assemble_release, {"source": "tuples", "max_noise": 0, "add": infir_tuple}, whole=True),
+        AssembleTuples(),
     ]
