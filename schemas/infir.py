@@ -5,6 +5,7 @@ stated once."""
 
 from __future__ import annotations
 
+from ifsynth.schemas.payloads import InstructedPassage, RewriteItem
 from ifsynth.schemas.records import Payload
 
 FIELDS: tuple[str, ...] = (
@@ -25,13 +26,30 @@ MODES: dict[str, tuple[str, str, str]] = {
 }
 
 
-class TupleItem(Payload):
-    """A tuple item: its seed's ids, the seven texts (``FIELDS``), the items each text came from, and the
-    language a code flavour's I+ names."""
+class PositiveItem(InstructedPassage):
+    """I+ with its seed's Q+ and P+; the code flavour's I+ names its programming language."""
 
-    query_id: str
+    language: str | None = None
+
+
+class PoisonedItem(PositiveItem):
+    """I- or Q- (``role`` says which; ``query`` and ``instruction`` are the pair it stands for) and the
+    positive it was poisoned from."""
+
+    role: str
+    query_positive: str
+    instruction_positive: str
+    instruction_item: str
+
+
+class NegativeItem(PoisonedItem, RewriteItem):
+    """P1- or P2-: the passage written from P+ (``original_passage``) for its poisoned instruction or query."""
+
+
+class TupleTexts(Payload):
+    """A tuple as its judge reads it: its seven texts (``FIELDS``) and its P+'s seed id."""
+
     doc_id: str
-    title: str = ""
     query_positive: str
     instruction_positive: str
     document_positive: str
@@ -39,11 +57,19 @@ class TupleItem(Payload):
     instruction_negative: str
     hard_negative_document_1: str
     hard_negative_document_2: str
-    items: dict[str, str]
-    language: str | None = None
 
     def text(self, name: str) -> str:
-        """One of the seven texts by its field name (``MODES`` names them)."""
+        """One of the seven texts by its field name (``MODES`` and the judge's judgments name them)."""
         if name not in FIELDS:
             raise KeyError(name)
         return str(getattr(self, name))
+
+
+class TupleItem(TupleTexts):
+    """A tuple as released: also its seed query's id, the items each text came from, and the language a code
+    flavour's I+ names."""
+
+    query_id: str
+    title: str = ""
+    items: dict[str, str]
+    language: str | None = None

@@ -9,13 +9,14 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 from ifsynth.flows.llm.requests import Ask, Reply
 from ifsynth.flows.run.stage import Env, LLMStage, Outcome
 from ifsynth.flows.stages.text_rules import first_line, newline_verdicts
 from ifsynth.schemas.answers import Answer, instruction_list
-from ifsynth.schemas.records import ItemRecord, VerdictRecord
+from ifsynth.schemas.payloads import QueryItem
+from ifsynth.schemas.records import ItemRecord, Payload, VerdictRecord
 
 Variables = Callable[[ItemRecord], dict[str, Any]]
 
@@ -26,6 +27,7 @@ class GenerateInstructions(LLMStage[ItemRecord]):
     gold passage stays out of the prompt: the instruction says how to search, the query what, and a model that
     sees the passage leaks its content into the instruction."""
 
+    reads: ClassVar[type[Payload]] = QueryItem  # by default; ``variables`` reads what its recipe's kind holds
     name: str = "instructions"
     source: str = "select"
     k: int = 1
@@ -40,7 +42,7 @@ class GenerateInstructions(LLMStage[ItemRecord]):
     def template_variables(self, seed: ItemRecord) -> dict[str, Any]:
         if self.variables is not None:
             return self.variables(seed)
-        return {"query": seed.payload["query"], "k": self.k}
+        return {"query": seed.read(QueryItem).query, "k": self.k}
 
     def build(self, env: Env, seed: ItemRecord) -> list[Ask]:
         return [self.ask(env, self.answer, **self.template_variables(seed))]

@@ -17,7 +17,6 @@ import numpy as np
 
 from ifsynth.flows.run.context import RunContext
 from ifsynth.flows.run.stage import Decided, Env, Outcome, RuleStage
-from ifsynth.schemas.payloads import SeedItem
 from ifsynth.schemas.records import ItemRecord
 from ifsynth.schemas.seeds import SeedPair
 from ifsynth.warehouse.keys import hash_sample, item_id
@@ -160,20 +159,20 @@ def reasons(pair: SeedPair, bands: Bands, params: SelectionParams) -> list[str]:
 
 def seed_item(env: Env, seed_id: str, pair: SeedPair, status: Literal["ok", "rejected"]) -> ItemRecord:
     passage = pair.positives[0]
-    payload = SeedItem(
-        query_id=pair.query.query_id,
-        query=pair.query.text,
-        doc_id=passage.doc_id,
-        title=passage.title,
-        passage=passage.text,
-        positives=[p.doc_id for p in pair.positives],
-    )
+    payload = {  # a ``SeedItem``, its keys in the order the warehouse has always held them
+        "query_id": pair.query.query_id,
+        "query": pair.query.text,
+        "doc_id": passage.doc_id,
+        "title": passage.title,
+        "passage": passage.text,
+        "positives": [p.doc_id for p in pair.positives],
+    }
     return ItemRecord(
         run_id=env.run_id,
         item_id=seed_id,
         stage=env.stage,
         kind="seed",
         group_id=pair.query.query_id,
-        payload=payload.model_dump(mode="json"),
+        payload=payload,
         status=status,
     )

@@ -20,6 +20,8 @@ from ifsynth.flows.stages.rewrite import RewritePassages
 from ifsynth.flows.stages.select import SelectSeeds
 from ifsynth.schemas.answers import instruction_list
 from ifsynth.schemas.config import InfIRParams, RecipeParams
+from ifsynth.schemas.infir import PoisonedItem
+from ifsynth.schemas.payloads import SeedItem
 from ifsynth.schemas.records import ItemRecord
 
 
@@ -34,12 +36,14 @@ FLAVOURS = {"general": Flavour(), "code": Flavour(language=True), "math": Flavou
 
 
 def instruction_variables(flavour: str, seed: ItemRecord) -> dict[str, Any]:
-    return {"query": seed.payload["query"], "passage": seed.payload["passage"], "k": 1, "flavour": flavour}
+    read = seed.read(SeedItem)
+    return {"query": read.query, "passage": read.passage, "k": 1, "flavour": flavour}
 
 
 def negative_target(flavour: str, poisoned: ItemRecord) -> list[dict[str, Any]]:
     """P1- for (I-, Q+) or P2- for (I+, Q-), each written from P+."""
-    return [{key: poisoned.payload[key] for key in ("query", "instruction", "passage")} | {"flavour": flavour}]
+    read = poisoned.read(PoisonedItem)
+    return [{"query": read.query, "instruction": read.instruction, "passage": read.passage, "flavour": flavour}]
 
 
 def stages(params: RecipeParams) -> list[Stage]:
