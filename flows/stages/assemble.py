@@ -157,7 +157,7 @@ class AssembleRelease(RuleStage[ItemRecord]):
 
     def finish(self, ctx: RunContext, env: Env) -> None:
         """The release of the items every page passed (read again: the rows are many, held only here)."""
-        rows, accepted = Rows(), []
+        rows, accepted = Rows(), list[str]()
         for page in self.inputs(ctx):
             add_page(rows, page, self.add)
             accepted += [item.item_id for item in page]

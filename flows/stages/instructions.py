@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Protocol, runtime_checkable
 
 from ifsynth.flows.llm.requests import Ask, Reply
 from ifsynth.flows.run.stage import Env, LLMStage, Outcome
@@ -19,6 +19,13 @@ from ifsynth.schemas.payloads import QueryItem
 from ifsynth.schemas.records import ItemRecord, Payload, VerdictRecord
 
 Variables = Callable[[ItemRecord], dict[str, Any]]
+
+
+@runtime_checkable
+class Entries(Protocol):
+    """An answer that says what each instruction item it makes adds to the payload (every schema it asks)."""
+
+    def entries(self) -> list[dict[str, Any]]: ...
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -49,11 +56,11 @@ class GenerateInstructions(LLMStage[ItemRecord]):
 
     def handle(self, env: Env, seed: ItemRecord, replies: list[Reply]) -> Outcome:
         (reply,) = replies
-        if reply.status != "ok" or reply.value is None:
+        if reply.status != "ok" or not isinstance(reply.value, Entries):
             return env.failed(seed.item_id, reply)
         items: list[ItemRecord] = []
         verdicts: list[VerdictRecord] = []
-        for number, entry in enumerate(reply.value.entries(), 1):  # type: ignore[attr-defined]
+        for number, entry in enumerate(reply.value.entries(), 1):
             generated = entry["instruction"]
             text = first_line(generated) if self.cut_at_newline else generated
             payload = {**seed.payload, **entry, "instruction": text, "k": number}

@@ -74,11 +74,11 @@ class LabelDocuments(LLMStage[Judged]):
             label = self.label(env, about, document, {"relevant": None}, keys, "parse_error")
             outcome = env.failed(label.item_id, failed)
             return Outcome(outcome.decision, items=[label], verdicts=outcome.verdicts, n_out=0)
-        labels = [reply.value for reply in replies]
-        best = next((n for n, label in enumerate(labels) if label.relevant), 0)  # type: ignore[union-attr]
-        relevant = labels[best].relevant  # type: ignore[union-attr]
+        labels = [reply.value for reply in replies if isinstance(reply.value, RelevanceLabel)]  # every one, none failed
+        best = next((n for n, label in enumerate(labels) if label.relevant), 0)
+        relevant = labels[best].relevant
         where = f" (window {best + 1} of {len(labels)})" if len(labels) > 1 else ""
-        reason = f"{'relevant' if relevant else 'not relevant'}{where}: {labels[best].explanation}"  # type: ignore[union-attr]
+        reason = f"{'relevant' if relevant else 'not relevant'}{where}: {labels[best].explanation}"
         if self.intended:
             written = bool(document.read(WrittenDocument).label)
             agrees = relevant == written

@@ -9,9 +9,11 @@ from tests.helpers import at, env, item, ok, unusable
 REWRITE = item("rewrite", "rewrite", query="what is a tide", passage="At dawn the tide rises.", instruction="I sail.")
 
 
-def judged(score: int, **bounds: int) -> tuple[str, float | None, float | None]:
+def judged(score: int, min_score: int, max_score: int = 5) -> tuple[str, float | None, float | None]:
     ctx = env()
-    stage = JudgeRelevance(name="judge_relevance", source="rewrite", max_tokens=64, **bounds)  # type: ignore[arg-type]
+    stage = JudgeRelevance(
+        name="judge_relevance", source="rewrite", max_tokens=64, min_score=min_score, max_score=max_score
+    )
     outcome = stage.handle(at(ctx, stage.name), REWRITE, [ok(RelevanceJudgement(explanation="why", score=score))])
     (verdict,) = outcome.verdicts
     assert verdict.reason == "why" and verdict.call_key == "key-1" and outcome.n_out == int(outcome.decision == "pass")
