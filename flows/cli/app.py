@@ -329,9 +329,9 @@ def list_recipes(as_json: JsonFlag = False) -> None:
     if as_json:
         _json(rows)
         return
-    table = Table(Column("recipe", no_wrap=True), "what it makes", "paper")
+    table = Table(Column("recipe", no_wrap=True), "what it makes (--json: its paper too)")
     for row in rows:
-        table.add_row(row["recipe"], row["summary"], row["paper"])
+        table.add_row(row["recipe"], row["summary"])
     out.print(table)
 
 

@@ -19,7 +19,7 @@ from abc import ABC, abstractmethod
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Generic, Literal, Self, TypeVar
+from typing import Any, Generic, Literal, Self, TypeVar, cast
 
 from ifsynth.flows.llm import loop
 from ifsynth.flows.llm.gateway import Gateway
@@ -142,7 +142,6 @@ class StageWriter:
 
     def __init__(self, ctx: RunContext, stage: str, order: int, total: int) -> None:
         self.ctx, self.stage, self.order = ctx, stage, order
-        self.env = stage_env(ctx, stage)
         self.counts: dict[str, int] = defaultdict(int)
         self._status: dict[ItemStatus, list[str]] = defaultdict(list)
         ctx.warehouse.clear_stage(ctx.run_id, self.stage)
@@ -183,18 +182,6 @@ class StageWriter:
             return outcome
         return Outcome("set_aside")
 
-    # for the `Call` stages until each is a RuleStage
-    def verdict(self, item_id: str, decision: Decision, **fields: Any) -> VerdictRecord:
-        return self.env.verdict(item_id, decision, **fields)
-
-    def child(
-        self, parent: ItemRecord, kind: str, payload: Mapping[str, Any], *id_parts: object, **fields: Any
-    ) -> ItemRecord:
-        return self.env.child(parent, kind, payload, *id_parts, **fields)
-
-    def mark(self, item_ids: Sequence[str], status: ItemStatus) -> None:
-        self._status[status].extend(item_ids)
-
     def close(self, *, cached: int = 0, sent: int = 0) -> StageCounts:
         for status, ids in self._status.items():
             self.ctx.warehouse.set_status(self.ctx.run_id, ids, status)
@@ -229,21 +216,6 @@ class Stage(ABC):
         """Process every input, write the outcomes, return the stage's counts."""
 
 
-@dataclass(frozen=True)
-class Call(Stage):
-    """A stage whose work is one plain function, ``function(ctx, order, stage=name, **options)`` (being
-    replaced by ``RuleStage``)."""
-
-    name: str
-    function: Callable[..., StageCounts]
-    options: Mapping[str, Any] = field(default_factory=dict)
-    whole: bool = False
-
-    def run(self, ctx: RunContext, order: int) -> StageCounts:
-        with blame(self.name, ctx.run_id):
-            return self.function(ctx, order, stage=self.name, **self.options)
-
-
 Decided = tuple[str | None, Outcome]  # an input's id (None: nothing to mark) and its outcome
 
 
@@ -260,7 +232,8 @@ class RuleStage(Stage, Generic[T]):
     whole: bool = False
 
     def inputs(self, ctx: RunContext) -> Iterable[list[T]]:
-        return ctx.warehouse.items(ctx.run_id, self.source)  # type: ignore[return-value]
+        # the default for stages whose inputs are their source's items; any other shape overrides inputs
+        return cast("Iterable[list[T]]", ctx.warehouse.items(ctx.run_id, self.source))
 
     def total(self, ctx: RunContext) -> int:
         """How many inputs the progress bar expects, where ``inputs`` are not a list (its entries, counted)."""
@@ -274,19 +247,24 @@ class RuleStage(Stage, Generic[T]):
         """Write what the stage makes besides its outcomes, once they are counted (a release's card states
         them); nothing by default."""
 
+    def prepared(self, ctx: RunContext) -> Self:
+        """This stage with what it computes once per run before its total and first page (length bands)."""
+        return self
+
     def run(self, ctx: RunContext, order: int) -> StageCounts:
-        env = stage_env(ctx, self.name)
-        pages = self.inputs(ctx)
-        total = sum(map(len, pages)) if isinstance(pages, list) else self.total(ctx)  # a list: read once, counted
-        writer = StageWriter(ctx, self.name, order, total)
+        stage = self.prepared(ctx)
+        env = stage_env(ctx, stage.name)
+        pages = stage.inputs(ctx)
+        total = sum(map(len, pages)) if isinstance(pages, list) else stage.total(ctx)  # a list: read once, counted
+        writer = StageWriter(ctx, stage.name, order, total)
         for page in pages:
-            with blame(self.name, ctx.run_id):  # a page's inputs are decided together: the stage is named
-                decided = list(self.decide(env, page))
+            with blame(stage.name, ctx.run_id):  # a page's inputs are decided together: the stage is named
+                decided = list(stage.decide(env, page))
             for input_id, outcome in decided:
                 writer.add(input_id, outcome)
-                ctx.progress.advance(self.name)
+                ctx.progress.advance(stage.name)
         counts = writer.close()
-        self.finish(ctx, env, counts)
+        stage.finish(ctx, env, counts)
         return counts
 
 

@@ -5,18 +5,19 @@ within each query after filtering. InF-IR's tuples follow the agreed three-mode 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 from ifsynth.flows.llm.route import endpoint_summaries
 from ifsynth.flows.run.context import RunContext
 from ifsynth.flows.run.registry import recipe
-from ifsynth.flows.run.stage import Outcome, StageWriter
+from ifsynth.flows.run.stage import Decided, Env, Outcome, RuleStage
 from ifsynth.schemas.config import NoisePool, deviations
-from ifsynth.schemas.infir import MODES
+from ifsynth.schemas.infir import MODES, TupleItem
 from ifsynth.schemas.modes import INSTRUCTED
-from ifsynth.schemas.records import ItemRecord, StageCounts
+from ifsynth.schemas.payloads import RewriteItem
+from ifsynth.schemas.records import ItemRecord, Payload, StageCounts
 from ifsynth.schemas.seeds import SeedPassage
 from ifsynth.warehouse.keys import hash_sample
 
@@ -33,19 +34,19 @@ class Rows:
 
 def instructir_instance(rows: Rows, item: ItemRecord, number: int) -> None:
     """One instance: the instructed query ``<qid>_<k>`` and its rewritten positive ``<pid>_<k>``."""
-    payload = item.payload
-    query_id, doc_id = f"{payload['query_id']}_{number}", f"{payload['doc_id']}_{number}"
-    rows.used.add(payload["doc_id"])
+    rewrite = item.read(RewriteItem)
+    query_id, doc_id = f"{rewrite.query_id}_{number}", f"{rewrite.doc_id}_{number}"
+    rows.used.add(rewrite.doc_id)
     provenance = {
         "item": item.item_id,
-        "origin_query_id": payload["query_id"],
-        "origin_doc_id": payload["doc_id"],
+        "origin_query_id": rewrite.query_id,
+        "origin_doc_id": rewrite.doc_id,
     }
     rows.docs.append(
         {
             "doc_id": doc_id,
-            "title": payload.get("title", ""),
-            "text": payload["passage"],
+            "title": rewrite.title,
+            "text": rewrite.passage,
             "meta": json.dumps(provenance, sort_keys=True),
         }
     )
@@ -53,9 +54,9 @@ def instructir_instance(rows: Rows, item: ItemRecord, number: int) -> None:
         {
             "mode": INSTRUCTED,
             "query_id": query_id,
-            "group_id": payload["query_id"],
-            "query": payload["query"],
-            "instruction": payload["instruction"],
+            "group_id": rewrite.query_id,
+            "query": rewrite.query,
+            "instruction": rewrite.instruction,
             "meta": json.dumps(provenance, sort_keys=True),
         }
     )
@@ -65,40 +66,39 @@ def instructir_instance(rows: Rows, item: ItemRecord, number: int) -> None:
 INFIR_DOC_SUFFIX = {"document_positive": "pos", "hard_negative_document_1": "neg1", "hard_negative_document_2": "neg2"}
 
 
-def infir_tuple(rows: Rows, item: ItemRecord, _: int) -> None:
+def infir_tuple(rows: Rows, item: ItemRecord, _number: int) -> None:
     """One tuple: three queries sharing the tuple id (one per mode) and its three passages, each relevant in
     exactly one mode."""
-    payload = item.payload
-    tuple_id = payload["query_id"]
-    rows.used.add(payload["doc_id"])
-    items = payload["items"]
+    made = item.read(TupleItem)
+    tuple_id = made.query_id
+    rows.used.add(made.doc_id)
     doc_ids = {name: f"{tuple_id}_{suffix}" for name, suffix in INFIR_DOC_SUFFIX.items()}
     for mode, (_, _, passage) in MODES.items():
-        origin = {"origin_doc_id": payload["doc_id"]} if mode == "positive" else {"item": items[passage]}
-        meta = {"role": mode, "tuple": tuple_id, **origin}
+        origin = {"origin_doc_id": made.doc_id} if mode == "positive" else {"item": made.items[passage]}
+        meta: dict[str, Any] = {"role": mode, "tuple": tuple_id, **origin}
         rows.docs.append(
             {
                 "doc_id": doc_ids[passage],
                 "title": "",
-                "text": payload[passage],
+                "text": made.text(passage),
                 "meta": json.dumps(meta, sort_keys=True),
             }
         )
     for mode, (query, instruction, passage) in MODES.items():
         meta = {
             "tuple_item": item.item_id,
-            "origin_query_id": payload["query_id"],
-            "origin_doc_id": payload["doc_id"],
-            "items": items,
-            **({"language": payload["language"]} if "language" in payload else {}),
+            "origin_query_id": made.query_id,
+            "origin_doc_id": made.doc_id,
+            "items": made.items,
+            **({"language": made.language} if made.language is not None else {}),
         }
         rows.queries.append(
             {
                 "mode": mode,
                 "query_id": tuple_id,
                 "group_id": tuple_id,
-                "query": payload[query],
-                "instruction": payload[instruction],
+                "query": made.text(query),
+                "instruction": made.text(instruction),
                 "meta": json.dumps(meta, sort_keys=True),
             }
         )
@@ -108,36 +108,23 @@ def infir_tuple(rows: Rows, item: ItemRecord, _: int) -> None:
         ]
 
 
-def assemble_release(
-    ctx: RunContext,
-    order: int,
-    *,
-    stage: str,
-    source: str,
-    max_noise: int | None,
-    noise_pool: NoisePool = "positives",
-    add: Callable[[Rows, ItemRecord, int], None] = instructir_instance,
-) -> StageCounts:
-    """Every ``ok`` item of ``source`` becomes release rows through ``add`` (with its number in its group); at
-    most ``max_noise`` (none: all) untouched passages of ``noise_pool`` join the corpus."""
-    writer = StageWriter(ctx, stage, order, total=ctx.warehouse.count_items(ctx.run_id, source))
-    rows = Rows()
-    accepted: list[str] = []
-    for page in ctx.warehouse.items(ctx.run_id, source):
-        numbers: dict[str, int] = {}
-        for item in page:
-            number = numbers[item.group_id] = numbers.get(item.group_id, 0) + 1
-            add(rows, item, number)
-            accepted.append(item.item_id)
-            writer.add(item.item_id, Outcome("pass", n_out=1))
-            ctx.progress.advance(stage)
-    writer.mark(accepted, "accepted")
+Add = Callable[[Rows, ItemRecord, int], None]  # one item's release rows, given its number in its group
 
-    noise: list[SeedPassage] = []
-    if max_noise != 0:
-        unused = (p for p in _noise_candidates(ctx, noise_pool) if p.doc_id not in rows.used)
-        key = f"{ctx.params.seed}:{{}}".format
-        noise = list(unused) if max_noise is None else hash_sample(unused, max_noise, key=lambda p: key(p.doc_id))
+
+def add_page(rows: Rows, page: list[ItemRecord], add: Add) -> None:
+    """A page's items (whole groups) as release rows, each numbered from 1 within its group."""
+    numbers: dict[str, int] = {}
+    for item in page:
+        number = numbers[item.group_id] = numbers.get(item.group_id, 0) + 1
+        add(rows, item, number)
+
+
+def add_noise(rows: Rows, candidates: Iterable[SeedPassage], max_noise: int | None, seed: int) -> int:
+    """At most ``max_noise`` (none: all) of the candidate passages no row used, drawn by hash of (seed, doc id)
+    and added to the corpus in id order; how many."""
+    unused = (p for p in candidates if p.doc_id not in rows.used)
+    key = f"{seed}:{{}}".format
+    noise = list(unused) if max_noise is None else hash_sample(unused, max_noise, key=lambda p: key(p.doc_id))
     for passage in sorted(noise, key=lambda p: p.doc_id):
         rows.docs.append(
             {
@@ -147,18 +134,59 @@ def assemble_release(
                 "meta": json.dumps({"noise": True}),
             }
         )
-    counts = writer.close()
+    return len(noise)
 
-    card = release_card(
-        ctx,
-        counts,
-        instances=len(rows.queries),
-        queries=len({q["group_id"] for q in rows.queries}),
-        corpus=len(rows.docs),
-        noise=len(noise),
-    )
-    publish(ctx, card, rows.docs, rows.queries, rows.qrels)
-    return counts
+
+@dataclass(frozen=True, kw_only=True)
+class AssembleRelease(RuleStage[ItemRecord]):
+    """InstructIR's assembly: every ``ok`` item of ``source`` is accepted and becomes release rows; at most
+    ``max_noise`` (none: all) untouched passages of ``noise_pool`` join the corpus."""
+
+    reads: ClassVar[type[Payload]] = RewriteItem
+    name: str = "assemble"
+    source: str = "rewrite"
+    whole: bool = True
+    max_noise: int | None
+    noise_pool: NoisePool = "positives"
+
+    def add(self, rows: Rows, item: ItemRecord, number: int) -> None:
+        instructir_instance(rows, item, number)
+
+    def decide(self, env: Env, page: list[ItemRecord]) -> Iterable[Decided]:
+        return [(item.item_id, Outcome("pass", n_out=1)) for item in page]
+
+    def finish(self, ctx: RunContext, env: Env, counts: StageCounts) -> None:
+        """The release of the items the stage passed (read again once their statuses are written, so an item
+        a person rejected here stays out; the rows are many, held only here)."""
+        rows, accepted = Rows(), list[str]()
+        for page in self.inputs(ctx):
+            add_page(rows, page, self.add)
+            accepted += [item.item_id for item in page]
+        ctx.warehouse.set_status(ctx.run_id, accepted, "accepted")
+        noise = 0
+        if self.max_noise != 0:
+            noise = add_noise(rows, _noise_candidates(ctx, self.noise_pool), self.max_noise, ctx.params.seed)
+        card = release_card(
+            ctx,
+            counts,
+            instances=len(rows.queries),
+            queries=len({q["group_id"] for q in rows.queries}),
+            corpus=len(rows.docs),
+            noise=noise,
+        )
+        publish(ctx, card, rows.docs, rows.queries, rows.qrels)
+
+
+@dataclass(frozen=True, kw_only=True)
+class AssembleTuples(AssembleRelease):
+    """InF-IR's assembly: each tuple becomes the agreed three-mode rows (``infir_tuple``); no noise."""
+
+    reads: ClassVar[type[Payload]] = TupleItem
+    source: str = "tuples"
+    max_noise: int | None = 0
+
+    def add(self, rows: Rows, item: ItemRecord, number: int) -> None:
+        infir_tuple(rows, item, number)
 
 
 def _noise_candidates(ctx: RunContext, pool: NoisePool) -> Iterator[SeedPassage]:

@@ -9,15 +9,23 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar, Protocol, runtime_checkable
 
 from ifsynth.flows.llm.requests import Ask, Reply
 from ifsynth.flows.run.stage import Env, LLMStage, Outcome
 from ifsynth.flows.stages.text_rules import first_line, newline_verdicts
 from ifsynth.schemas.answers import Answer, instruction_list
-from ifsynth.schemas.records import ItemRecord, VerdictRecord
+from ifsynth.schemas.payloads import QueryItem
+from ifsynth.schemas.records import ItemRecord, Payload, VerdictRecord
 
 Variables = Callable[[ItemRecord], dict[str, Any]]
+
+
+@runtime_checkable
+class Entries(Protocol):
+    """An answer that says what each instruction item it makes adds to the payload (every schema it asks)."""
+
+    def entries(self) -> list[dict[str, Any]]: ...
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -26,6 +34,7 @@ class GenerateInstructions(LLMStage[ItemRecord]):
     gold passage stays out of the prompt: the instruction says how to search, the query what, and a model that
     sees the passage leaks its content into the instruction."""
 
+    reads: ClassVar[type[Payload]] = QueryItem  # by default; ``variables`` reads what its recipe's kind holds
     name: str = "instructions"
     source: str = "select"
     k: int = 1
@@ -40,18 +49,18 @@ class GenerateInstructions(LLMStage[ItemRecord]):
     def template_variables(self, seed: ItemRecord) -> dict[str, Any]:
         if self.variables is not None:
             return self.variables(seed)
-        return {"query": seed.payload["query"], "k": self.k}
+        return {"query": seed.read(QueryItem).query, "k": self.k}
 
     def build(self, env: Env, seed: ItemRecord) -> list[Ask]:
         return [self.ask(env, self.answer, **self.template_variables(seed))]
 
     def handle(self, env: Env, seed: ItemRecord, replies: list[Reply]) -> Outcome:
         (reply,) = replies
-        if reply.status != "ok" or reply.value is None:
+        if reply.status != "ok" or not isinstance(reply.value, Entries):
             return env.failed(seed.item_id, reply)
         items: list[ItemRecord] = []
         verdicts: list[VerdictRecord] = []
-        for number, entry in enumerate(reply.value.entries(), 1):  # type: ignore[attr-defined]
+        for number, entry in enumerate(reply.value.entries(), 1):
             generated = entry["instruction"]
             text = first_line(generated) if self.cut_at_newline else generated
             payload = {**seed.payload, **entry, "instruction": text, "k": number}

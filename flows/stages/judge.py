@@ -9,21 +9,23 @@ from __future__ import annotations
 import random
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, ClassVar, TypeVar
 
 from ifsynth.flows.llm.requests import Ask, Reply
 from ifsynth.flows.run.context import RunContext
 from ifsynth.flows.run.stage import Env, LLMStage, Outcome
 from ifsynth.schemas.answers import CandidatePick, RelevanceJudgement, candidate_pick
 from ifsynth.schemas.config import Role
-from ifsynth.schemas.records import ItemRecord
+from ifsynth.schemas.payloads import InstructedPassage, JudgedItem, PassageItem
+from ifsynth.schemas.records import Decision, ItemRecord, Payload
 from ifsynth.warehouse.keys import sha256
 
 T = TypeVar("T")
 
 
 def query_and_passage(item: ItemRecord) -> dict[str, Any]:
-    return {"query": item.payload["query"], "passage": item.payload["passage"]}
+    judged = item.read(JudgedItem)
+    return {"query": judged.query, "passage": judged.passage}
 
 
 def fields(*names: str) -> Callable[[ItemRecord], dict[str, Any]]:
@@ -37,6 +39,7 @@ class JudgeRelevance(LLMStage[ItemRecord]):
     ``min_score <= score <= max_score`` (an upper bound keeps what must *not* answer, e.g. hard negatives).
     Other rubrics differ by template, variables and schema name."""
 
+    reads: ClassVar[type[Payload]] = JudgedItem  # by default; ``variables`` reads what its recipe's kind holds
     min_score: int
     max_score: int = 5
     role: Role = "judge"
@@ -50,7 +53,7 @@ class JudgeRelevance(LLMStage[ItemRecord]):
         (reply,) = replies
         if reply.status != "ok" or not isinstance(reply.value, self.schema):
             return env.failed(item.item_id, reply)
-        decision = "pass" if self.min_score <= reply.value.score <= self.max_score else "reject"
+        decision: Decision = "pass" if self.min_score <= reply.value.score <= self.max_score else "reject"
         verdict = env.verdict(
             item.item_id,
             decision,
@@ -86,6 +89,7 @@ Siblings = tuple[ItemRecord, list[ItemRecord]]
 class JudgePick(LLMStage[Siblings]):
     """Show the instruction with every sibling passage of its group; keep it when the judge names its own."""
 
+    reads: ClassVar[type[Payload]] = InstructedPassage
     role: Role = "judge"
 
     def inputs(self, ctx: RunContext) -> Iterator[list[Siblings]]:
@@ -108,16 +112,11 @@ class JudgePick(LLMStage[Siblings]):
         item, _ = entry
         listed = self.candidates(entry, env.params.seed)
         names = labels(len(listed))
-        candidates = [{"label": label, "text": c.payload["passage"]} for label, c in zip(names, listed, strict=True)]
-        payload = item.payload
+        texts = [c.read(PassageItem).passage for c in listed]
+        candidates = [{"label": label, "text": text} for label, text in zip(names, texts, strict=True)]
+        read = item.read(InstructedPassage)
         return [
-            self.ask(
-                env,
-                candidate_pick(names),
-                query=payload["query"],
-                instruction=payload["instruction"],
-                candidates=candidates,
-            )
+            self.ask(env, candidate_pick(names), query=read.query, instruction=read.instruction, candidates=candidates)
         ]
 
     def handle(self, env: Env, entry: Siblings, replies: list[Reply]) -> Outcome:
@@ -128,7 +127,7 @@ class JudgePick(LLMStage[Siblings]):
         listed = self.candidates(entry, env.params.seed)
         gold = str(listed.index(item) + 1)
         picked = listed[int(reply.value.best) - 1]
-        decision = "pass" if reply.value.best == gold else "reject"
+        decision: Decision = "pass" if reply.value.best == gold else "reject"
         reason = pick_reason(reply.value.best, picked.item_id, gold, reply.value.explanation)
         verdict = env.verdict(item.item_id, decision, judge="llm", reason=reason, call_key=reply.keys[-1])
         return Outcome(decision, verdicts=[verdict], n_out=int(decision == "pass"))

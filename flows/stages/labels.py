@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 from ifsynth.flows.evaluation.windows import windows
 from ifsynth.flows.llm.requests import Ask, Reply
@@ -24,14 +24,17 @@ from ifsynth.flows.run.context import RunContext
 from ifsynth.flows.run.stage import Env, LLMStage, Outcome
 from ifsynth.schemas.answers import RelevanceLabel
 from ifsynth.schemas.config import Role
-from ifsynth.schemas.records import ItemRecord, ItemStatus
+from ifsynth.schemas.payloads import DocumentItem, InstructedItem, PassageItem, WrittenDocument
+from ifsynth.schemas.records import ItemRecord, ItemStatus, Payload
 
-# (what the document is judged against: an item whose payload has query and instruction, the document item)
+# (what the document is judged against: an ``InstructedItem``; the document: a ``PassageItem``, a ``DocumentItem``
+# where it gets a label item, a ``WrittenDocument`` where its label must be the one it was written for)
 Judged = tuple[ItemRecord, ItemRecord]
 
 
 @dataclass(frozen=True, kw_only=True)
 class LabelDocuments(LLMStage[Judged]):
+    reads: ClassVar[type[Payload]] = PassageItem  # with what each is judged against, an ``InstructedItem``
     role: Role = "judge"
     pairs: Callable[[RunContext, str], list[list[Judged]]]
     window_words: int
@@ -51,17 +54,12 @@ class LabelDocuments(LLMStage[Judged]):
         return entry[1].item_id if self.intended else entry[0].item_id
 
     def build(self, env: Env, entry: Judged) -> list[Ask]:
-        about, document = entry
+        about, document = entry[0].read(InstructedItem), entry[1].read(PassageItem)
         return [
             self.ask(
-                env,
-                RelevanceLabel,
-                self.rubric,
-                query=about.payload["query"],
-                instruction=about.payload["instruction"],
-                document=window,
+                env, RelevanceLabel, self.rubric, query=about.query, instruction=about.instruction, document=window
             )
-            for window in windows(document.payload["passage"], self.window_words, self.window_stride)
+            for window in windows(document.passage, self.window_words, self.window_stride)
         ]
 
     def handle(self, env: Env, entry: Judged, replies: list[Reply]) -> Outcome:
@@ -76,18 +74,19 @@ class LabelDocuments(LLMStage[Judged]):
             label = self.label(env, about, document, {"relevant": None}, keys, "parse_error")
             outcome = env.failed(label.item_id, failed)
             return Outcome(outcome.decision, items=[label], verdicts=outcome.verdicts, n_out=0)
-        labels = [reply.value for reply in replies]
-        best = next((n for n, label in enumerate(labels) if label.relevant), 0)  # type: ignore[union-attr]
-        relevant = labels[best].relevant  # type: ignore[union-attr]
+        labels = [reply.value for reply in replies if isinstance(reply.value, RelevanceLabel)]  # every one, none failed
+        best = next((n for n, label in enumerate(labels) if label.relevant), 0)
+        relevant = labels[best].relevant
         where = f" (window {best + 1} of {len(labels)})" if len(labels) > 1 else ""
-        reason = f"{'relevant' if relevant else 'not relevant'}{where}: {labels[best].explanation}"  # type: ignore[union-attr]
+        reason = f"{'relevant' if relevant else 'not relevant'}{where}: {labels[best].explanation}"
         if self.intended:
-            agrees = relevant == bool(document.payload["label"])
+            written = bool(document.read(WrittenDocument).label)
+            agrees = relevant == written
             verdict = env.verdict(
                 document.item_id,
                 "pass" if agrees else "reject",
                 judge="llm",
-                reason=f"written {'relevant' if document.payload['label'] else 'non-relevant'}, judged {reason}",
+                reason=f"written {'relevant' if written else 'non-relevant'}, judged {reason}",
                 score=float(relevant),
                 call_key=replies[best].keys[-1],
             )
@@ -115,12 +114,13 @@ class LabelDocuments(LLMStage[Judged]):
         status: ItemStatus = "ok",
     ) -> ItemRecord:
         """The ``label`` item of a document under an instruction: what ``describe`` records, and what was found."""
-        payload = {"doc_id": document.payload["doc_id"], **(self.describe(about, document) if self.describe else {})}
+        doc_id = document.read(DocumentItem).doc_id
+        payload = {"doc_id": doc_id, **(self.describe(about, document) if self.describe else {})}
         return env.child(
             about,
             "label",
             payload | found,
-            document.payload["doc_id"],
+            doc_id,
             parents=[document],
             call_keys=keys,
             status=status,

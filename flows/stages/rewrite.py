@@ -10,26 +10,28 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 from ifsynth.flows.llm.requests import Ask, Reply
 from ifsynth.flows.run.stage import Env, LLMStage, Outcome
 from ifsynth.schemas.answers import Rewrite
-from ifsynth.schemas.records import ItemRecord
+from ifsynth.schemas.payloads import InstructedPassage, PassageItem
+from ifsynth.schemas.records import ItemRecord, Payload
 
 Targets = Callable[[ItemRecord], list[dict[str, Any]]]
 
 
 def instruction_target(instruction: ItemRecord) -> list[dict[str, Any]]:
     """InstructIR's one target: the positive passage revised for the instruction's user."""
-    payload = instruction.payload
-    return [{"query": payload["query"], "instruction": payload["instruction"], "passage": payload["passage"]}]
+    read = instruction.read(InstructedPassage)
+    return [{"query": read.query, "instruction": read.instruction, "passage": read.passage}]
 
 
 @dataclass(frozen=True, kw_only=True)
 class RewritePassages(LLMStage[ItemRecord]):
     """One call per target of an input; each answer becomes a ``rewrite`` item holding the revised passage."""
 
+    reads: ClassVar[type[Payload]] = PassageItem  # ``targets`` reads what its recipe's kind holds
     name: str = "rewrite"
     source: str = "instructions"
     targets: Targets = instruction_target
@@ -40,6 +42,7 @@ class RewritePassages(LLMStage[ItemRecord]):
     def handle(self, env: Env, item: ItemRecord, replies: list[Reply]) -> Outcome:
         wanted = self.targets(item)
         many = len(wanted) > 1
+        original = item.read(PassageItem).passage
         items, failures = [], []
         for number, (target, reply) in enumerate(zip(wanted, replies, strict=True)):
             if reply.status != "ok" or not isinstance(reply.value, Rewrite):
@@ -49,7 +52,7 @@ class RewritePassages(LLMStage[ItemRecord]):
             payload = {
                 **item.payload,
                 **{key: value for key, value in target.items() if key != "passage"},
-                "original_passage": item.payload["passage"],
+                "original_passage": original,
                 "passage": text,
                 "plan": reply.value.plan,
             }

@@ -9,117 +9,167 @@ the ``limit`` eligible queries with the smallest hash of (seed, query id): stabl
 
 from __future__ import annotations
 
-from typing import Literal, Protocol, cast
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field, replace
+from typing import Literal, Self
 
 import numpy as np
 
 from ifsynth.flows.run.context import RunContext
-from ifsynth.flows.run.stage import Outcome, StageWriter
-from ifsynth.schemas.records import ItemRecord, StageCounts
+from ifsynth.flows.run.stage import Decided, Env, Outcome, RuleStage
+from ifsynth.schemas.config import RecipeParams, SeedSelection
+from ifsynth.schemas.records import ItemRecord
 from ifsynth.schemas.seeds import SeedPair
 from ifsynth.warehouse.keys import hash_sample, item_id
 
+PAGE = 1000
+Band = tuple[float, float]
 
-class SelectionParams(Protocol):
-    """What selection reads from a recipe's parameters (InstructIR's and InF-IR's both carry it)."""
 
-    seed: int
-    length_unit: Literal["chars", "words"]
-    query_length_percentiles: tuple[float, float]
-    passage_length_percentiles: tuple[float, float]
-    passage_band: Literal["inside", "outside"]
+def selection(params: RecipeParams) -> SeedSelection:
+    """The settings selection reads: a recipe that selects seeds has them (its settings' base)."""
+    assert isinstance(params, SeedSelection), f"{type(params).__name__} has no seed-selection settings"
+    return params
 
 
 def length(text: str, unit: Literal["chars", "words"]) -> int:
     return len(text) if unit == "chars" else len(text.split())
 
 
-def band(values: list[int], percentiles: tuple[float, float]) -> tuple[float, float]:
+def band(values: list[int], percentiles: tuple[float, float]) -> Band:
     if not values:
         return (0.0, 0.0)
     low, high = np.percentile(np.asarray(values), percentiles)
     return float(low), float(high)
 
 
-def select_seeds(ctx: RunContext, order: int, *, stage: str) -> StageCounts:
-    params = cast(SelectionParams, ctx.params)
-    unit = params.length_unit
-    query_lengths, passage_lengths = [], []
-    for pair in ctx.source.pairs():
-        query_lengths.append(length(pair.query.text, unit))
-        passage_lengths.extend(length(p.text, unit) for p in pair.positives)
-    query_band = band(query_lengths, params.query_length_percentiles)
-    passage_band = band(passage_lengths, params.passage_length_percentiles)
+@dataclass(frozen=True)
+class Bands:
+    """The length bands of the seed collection's queries and positive passages."""
 
-    writer = StageWriter(ctx, stage, order, total=len(query_lengths))
-    eligible: list[SeedPair] = []
-    for pair in ctx.source.pairs():
-        reasons = _reasons(pair, unit, query_band, passage_band, params)
+    query: Band = (0.0, 0.0)
+    passage: Band = (0.0, 0.0)
+
+    @classmethod
+    def of(cls, pairs: Iterable[SeedPair], params: SeedSelection) -> tuple[Self, int]:
+        """The bands of these pairs at the configured percentiles, and how many pairs there were."""
+        query_lengths: list[int] = []
+        passage_lengths: list[int] = []
+        for pair in pairs:
+            query_lengths.append(length(pair.query.text, params.length_unit))
+            passage_lengths.extend(length(p.text, params.length_unit) for p in pair.positives)
+        query = band(query_lengths, params.query_length_percentiles)
+        return cls(query, band(passage_lengths, params.passage_length_percentiles)), len(query_lengths)
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """A seed pair to decide; ``drawn``: in the sample, were it eligible (the sample needs the run's limit)."""
+
+    pair: SeedPair
+    drawn: bool = False
+
+
+@dataclass(frozen=True, kw_only=True)
+class SelectSeeds(RuleStage[Candidate]):
+    """Every pair of the seed source is rejected with its reasons, passed (drawn), or set aside."""
+
+    name: str = "select"
+    bands: Bands = field(default_factory=Bands)  # the collection's, computed once per run by ``prepared``
+    n_pairs: int = 0
+
+    def prepared(self, ctx: RunContext) -> Self:
+        bands, n_pairs = Bands.of(ctx.source.pairs(), selection(ctx.params))
+        return replace(self, bands=bands, n_pairs=n_pairs)
+
+    def total(self, ctx: RunContext) -> int:
+        return self.n_pairs
+
+    def inputs(self, ctx: RunContext) -> Iterator[list[Candidate]]:
+        return candidates(ctx.source.pairs(), self.bands, selection(ctx.params), ctx.config.limit)
+
+    def decide(self, env: Env, page: list[Candidate]) -> Iterable[Decided]:
+        return [self.outcome(env, candidate) for candidate in page]
+
+    def outcome(self, env: Env, candidate: Candidate) -> Decided:
+        """A pair outside the rules is rejected with its reasons; an eligible one passes if drawn."""
+        pair = candidate.pair
         seed_id = item_id("seed", [], pair.query.query_id)
-        if reasons:
-            verdict = writer.verdict(seed_id, "reject", judge="rule", reason="; ".join(reasons))
-            writer.add(
-                seed_id,
-                Outcome("reject", items=[_item(writer, seed_id, pair, "rejected")], verdicts=[verdict], n_out=0),
+        found = reasons(pair, self.bands, selection(env.params))
+        if found:
+            verdict = env.verdict(seed_id, "reject", judge="rule", reason="; ".join(found))
+            return seed_id, Outcome(
+                "reject", items=[seed_item(env, seed_id, pair, "rejected")], verdicts=[verdict], n_out=0
             )
+        if candidate.drawn:
+            return seed_id, Outcome("pass", items=[seed_item(env, seed_id, pair, "ok")])
+        return seed_id, Outcome("set_aside")
+
+
+def candidates(
+    pairs: Iterable[SeedPair], bands: Bands, params: SeedSelection, limit: int | None
+) -> Iterator[list[Candidate]]:
+    """Pages of the ineligible pairs as they come, then of the eligible ones, each marked whether the sample of
+    ``limit`` (none: all) drew it."""
+    eligible: list[SeedPair] = []
+    ineligible: list[Candidate] = []
+    for pair in pairs:
+        if reasons(pair, bands, params):
+            ineligible.append(Candidate(pair))
+            if len(ineligible) == PAGE:
+                yield ineligible
+                ineligible = []
         else:
             eligible.append(pair)
-        ctx.progress.advance(stage)
-    keep = len(eligible) if ctx.config.limit is None else ctx.config.limit
+    if ineligible:
+        yield ineligible
+    keep = len(eligible) if limit is None else limit
     drawn = hash_sample(eligible, keep, key=lambda pair: f"{params.seed}:{pair.query.query_id}")
     chosen = {pair.query.query_id for pair in drawn}
-    for pair in eligible:
-        seed_id = item_id("seed", [], pair.query.query_id)
-        picked = pair.query.query_id in chosen
-        writer.add(
-            seed_id, Outcome("pass", items=[_item(writer, seed_id, pair, "ok")]) if picked else Outcome("set_aside")
-        )
-    return writer.close()
+    for start in range(0, len(eligible), PAGE):
+        yield [Candidate(pair, pair.query.query_id in chosen) for pair in eligible[start : start + PAGE]]
 
 
-def _reasons(
-    pair: SeedPair,
-    unit: str,
-    query_band: tuple[float, float],
-    passage_band: tuple[float, float],
-    params: SelectionParams,
-) -> list[str]:
-    reasons = []
+def reasons(pair: SeedPair, bands: Bands, params: SeedSelection) -> list[str]:
+    """Why a pair cannot be a seed: not exactly one positive, or a query or passage length out of its band."""
+    unit = params.length_unit
+    found = []
     if len(pair.positives) != 1:
-        reasons.append(f"{len(pair.positives)} judged positives; exactly one needed")
+        found.append(f"{len(pair.positives)} judged positives; exactly one needed")
     q_len = length(pair.query.text, unit)
-    if not query_band[0] <= q_len <= query_band[1]:
+    if not bands.query[0] <= q_len <= bands.query[1]:
         low, high = params.query_length_percentiles
-        reasons.append(
+        found.append(
             f"query length {q_len} {unit} outside the {low:g}-{high:g} percentile band "
-            f"[{query_band[0]:g}, {query_band[1]:g}]"
+            f"[{bands.query[0]:g}, {bands.query[1]:g}]"
         )
     p_len = length(pair.positives[0].text, unit)
-    inside = passage_band[0] <= p_len <= passage_band[1]
+    inside = bands.passage[0] <= p_len <= bands.passage[1]
     if inside != (params.passage_band == "inside"):
         low, high = params.passage_length_percentiles
-        reasons.append(
+        found.append(
             f"passage length {p_len} {unit} {'inside' if inside else 'outside'} the {low:g}-{high:g} percentile "
-            f"band [{passage_band[0]:g}, {passage_band[1]:g}]"
+            f"band [{bands.passage[0]:g}, {bands.passage[1]:g}]"
         )
-    return reasons
+    return found
 
 
-def _item(writer: StageWriter, seed_id: str, pair: SeedPair, status: Literal["ok", "rejected"]) -> ItemRecord:
+def seed_item(env: Env, seed_id: str, pair: SeedPair, status: Literal["ok", "rejected"]) -> ItemRecord:
     passage = pair.positives[0]
+    payload = {  # a ``SeedItem``, its keys in the order the warehouse has always held them
+        "query_id": pair.query.query_id,
+        "query": pair.query.text,
+        "doc_id": passage.doc_id,
+        "title": passage.title,
+        "passage": passage.text,
+        "positives": [p.doc_id for p in pair.positives],
+    }
     return ItemRecord(
-        run_id=writer.ctx.run_id,
+        run_id=env.run_id,
         item_id=seed_id,
-        stage=writer.stage,
+        stage=env.stage,
         kind="seed",
         group_id=pair.query.query_id,
-        payload={
-            "query_id": pair.query.query_id,
-            "query": pair.query.text,
-            "doc_id": passage.doc_id,
-            "title": passage.title,
-            "passage": passage.text,
-            "positives": [p.doc_id for p in pair.positives],
-        },
+        payload=payload,
         status=status,
     )

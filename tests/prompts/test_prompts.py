@@ -9,7 +9,7 @@ import pytest
 
 from ifsynth.flows.evaluation.instfol import TEMPLATE as INSTFOL_TEMPLATE
 from ifsynth.flows.run.registry import recipes
-from ifsynth.prompts.registry import Prompts, builtin_templates
+from ifsynth.prompts.registry import BUILTIN, Prompts, builtin_templates
 from ifsynth.schemas.errors import PromptError
 
 SAMPLE = {
@@ -48,10 +48,11 @@ SAMPLE = {
 
 
 @pytest.mark.parametrize(
-    "template", [f"{recipe.name}/{name}" for recipe in recipes().values() for name in recipe.templates]
+    ("package", "template"),
+    [(recipe.prompts, f"{recipe.name}/{name}") for recipe in recipes().values() for name in recipe.templates],
 )
-def test_every_builtin_template_renders_system_and_user(template: str) -> None:
-    rendered = Prompts().render(template, **SAMPLE)
+def test_every_installed_recipes_template_renders_system_and_user(package: str, template: str) -> None:
+    rendered = Prompts(package=package).render(template, **SAMPLE)
     assert [m["role"] for m in rendered.messages] == ["system", "user"]
     assert all(m["content"].strip() for m in rendered.messages)
     assert "JSON" in rendered.messages[-1]["content"]
@@ -98,5 +99,6 @@ def test_every_builtin_template_passes_the_check_a_run_makes_first() -> None:
 def test_the_template_files_are_exactly_those_the_stages_declare() -> None:
     """A template no stage renders, or a stage's template with no file, is a drift the fingerprint, the
     pre-run check and these tests would otherwise miss."""
-    declared = {f"{recipe.name}/{name}" for recipe in recipes().values() for name in recipe.templates}
+    ours = [recipe for recipe in recipes().values() if recipe.prompts == BUILTIN]
+    declared = {f"{recipe.name}/{name}" for recipe in ours for name in recipe.templates}
     assert builtin_templates() == declared | {INSTFOL_TEMPLATE}

@@ -10,7 +10,7 @@ from __future__ import annotations
 import random
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, ClassVar
 
 from ifsynth.flows.llm.requests import Ask, Reply
 from ifsynth.flows.recipes.infir.poison import NEGATIVE_INSTRUCTION, NEGATIVE_QUERY
@@ -19,7 +19,8 @@ from ifsynth.flows.run.stage import Env, LLMStage, Outcome
 from ifsynth.flows.stages.judge import labels, pick_reason, shuffled
 from ifsynth.schemas.answers import CandidatePick, candidate_pick
 from ifsynth.schemas.config import Role
-from ifsynth.schemas.records import Decision, ItemRecord, VerdictRecord
+from ifsynth.schemas.infir import TupleTexts
+from ifsynth.schemas.records import Decision, ItemRecord, Payload, VerdictRecord
 from ifsynth.warehouse.keys import hash_sample, sha256
 
 POSITIVE = "positive"
@@ -41,6 +42,7 @@ Passage = tuple[str, str]  # (seed doc id, text)
 class JudgeTuples(LLMStage[ItemRecord]):
     """Three judgments per tuple, each over P+, P1-, P2- and ``distractors`` seed passages, shuffled."""
 
+    reads: ClassVar[type[Payload]] = TupleTexts
     name: str = "validate"
     source: str = "tuples"
     distractors: int
@@ -57,21 +59,22 @@ class JudgeTuples(LLMStage[ItemRecord]):
 
     def drawn(self, tuple_: ItemRecord, seed: int) -> list[Passage]:
         """``distractors`` pool passages other than P+ (by id or text) and the tuple's negatives."""
-        payload = tuple_.payload
-        own = {payload[name] for name in TUPLE_PASSAGES}
+        texts = tuple_.read(TupleTexts)
+        own = {texts.text(name) for name in TUPLE_PASSAGES}
         rng = random.Random(sha256(f"{seed}:{tuple_.item_id}"))
         # a few spare draws cover the excluded ones (P+ and texts equal to the tuple's passages)
         draws = rng.sample(range(len(self.pool)), min(len(self.pool), self.distractors + len(own) + 1))
-        picked = [self.pool[i] for i in draws if self.pool[i][0] != payload["doc_id"] and self.pool[i][1] not in own]
+        picked = [self.pool[i] for i in draws if self.pool[i][0] != texts.doc_id and self.pool[i][1] not in own]
         return picked[: self.distractors]
 
     def candidates(self, tuple_: ItemRecord, judgment: str, seed: int) -> list[Passage]:
         """(name, text) pairs: the tuple's three passages by field name, distractors by seed doc id."""
-        listed = [(name, tuple_.payload[name]) for name in TUPLE_PASSAGES] + self.drawn(tuple_, seed)
+        texts = tuple_.read(TupleTexts)
+        listed = [(name, texts.text(name)) for name in TUPLE_PASSAGES] + self.drawn(tuple_, seed)
         return shuffled(listed, f"{seed}:{tuple_.item_id}:{judgment}")
 
     def build(self, env: Env, tuple_: ItemRecord) -> list[Ask]:
-        payload, asks = tuple_.payload, []
+        texts, asks = tuple_.read(TupleTexts), []
         for judgment, (instruction, query, _) in JUDGMENTS.items():
             listed = self.candidates(tuple_, judgment, env.params.seed)
             names = labels(len(listed))
@@ -80,8 +83,8 @@ class JudgeTuples(LLMStage[ItemRecord]):
                 self.ask(
                     env,
                     candidate_pick(names),
-                    query=payload[query],
-                    instruction=payload[instruction],
+                    query=texts.text(query),
+                    instruction=texts.text(instruction),
                     candidates=candidates,
                     **self.variables,
                 )
@@ -94,7 +97,8 @@ class JudgeTuples(LLMStage[ItemRecord]):
             for (judgment, (_, _, intended)), reply in zip(JUDGMENTS.items(), replies, strict=True)
         ]
         decisions = [verdict.decision for verdict in verdicts]
-        overall = next((d for d in ("failed", "parse_error", "reject") if d in decisions), "pass")
+        worst: tuple[Decision, ...] = ("failed", "parse_error", "reject")
+        overall: Decision = next((d for d in worst if d in decisions), "pass")
         return Outcome(overall, verdicts=verdicts, n_out=int(overall == "pass"))
 
     def judged(self, env: Env, tuple_: ItemRecord, judgment: str, intended: str, reply: Reply) -> VerdictRecord:

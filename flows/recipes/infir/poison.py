@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 from ifsynth.flows.llm.requests import Ask, Reply
 from ifsynth.flows.run.stage import Env, LLMStage, Outcome
@@ -21,7 +21,8 @@ from ifsynth.schemas.answers import (
     QueryPoisoning,
     instruction_poisoning,
 )
-from ifsynth.schemas.records import ItemRecord
+from ifsynth.schemas.infir import PositiveItem
+from ifsynth.schemas.records import ItemRecord, Payload
 
 NEGATIVE_INSTRUCTION = "negative_instruction"
 NEGATIVE_QUERY = "negative_query"
@@ -32,6 +33,7 @@ class Poison(LLMStage[ItemRecord]):
     """Two calls per positive (I+, Q+, P+), one for I- and one for Q-; each answer becomes an item, rejected
     with its sibling when either call or a rule fails (a tuple needs both)."""
 
+    reads: ClassVar[type[Payload]] = PositiveItem
     name: str = "poison"
     source: str = "instructions"
     language: bool = False
@@ -42,8 +44,8 @@ class Poison(LLMStage[ItemRecord]):
         return ("poison_instruction", "poison_query")
 
     def build(self, env: Env, positive: ItemRecord) -> list[Ask]:
-        payload = positive.payload
-        texts = {name: payload[name] for name in ("query", "instruction", "passage")}
+        read = positive.read(PositiveItem)
+        texts = {"query": read.query, "instruction": read.instruction, "passage": read.passage}
         return [
             self.ask(
                 env, instruction_poisoning(language=self.language), "poison_instruction", **texts, **self.variables
@@ -53,20 +55,20 @@ class Poison(LLMStage[ItemRecord]):
 
     def handle(self, env: Env, positive: ItemRecord, replies: list[Reply]) -> Outcome:
         for_instruction, for_query = replies
-        for reply, schema in ((for_instruction, InstructionPoisoning), (for_query, QueryPoisoning)):
-            if reply.status != "ok" or not isinstance(reply.value, schema):
-                return env.failed(positive.item_id, reply)
-        negative_instruction = for_instruction.value.negative_instruction  # type: ignore[union-attr]
-        negative_query = for_query.value.negative_query  # type: ignore[union-attr]
-        base = positive.payload
+        answer, for_query_answer = for_instruction.value, for_query.value
+        if for_instruction.status != "ok" or not isinstance(answer, InstructionPoisoning):
+            return env.failed(positive.item_id, for_instruction)
+        if for_query.status != "ok" or not isinstance(for_query_answer, QueryPoisoning):
+            return env.failed(positive.item_id, for_query)
+        negative_instruction, negative_query = answer.negative_instruction, for_query_answer.negative_query
+        base = positive.read(PositiveItem)
         shared = {
-            **base,
-            "instruction_positive": base["instruction"],
-            "query_positive": base["query"],
+            **positive.payload,
+            "instruction_positive": base.instruction,
+            "query_positive": base.query,
             "instruction_item": positive.item_id,
         }
         instruction, query = first_line(negative_instruction), first_line(negative_query)
-        answer = for_instruction.value
         named = {"language": answer.language} if isinstance(answer, CodeInstructionPoisoning) else {}
         poisoned_instruction = env.child(
             positive,
@@ -76,7 +78,7 @@ class Poison(LLMStage[ItemRecord]):
             reply=for_instruction,
             ord=1,
         )
-        aspects = list(for_query.value.aspects)  # type: ignore[union-attr]
+        aspects = list(for_query_answer.aspects)
         poisoned_query = env.child(
             positive,
             "poisoned_query",
@@ -105,7 +107,7 @@ class Poison(LLMStage[ItemRecord]):
 
 
 def _broken_rule(
-    base: Mapping[str, Any],
+    base: PositiveItem,
     named: Mapping[str, str],
     instruction: str,
     query: str,
@@ -113,11 +115,12 @@ def _broken_rule(
     poisoned_query: ItemRecord,
 ) -> tuple[str, str, str] | None:
     """The first rule a poisoned pair breaks: (rule, the offending item, why), or None."""
-    if named and not same_language(named["language"], base.get("language", "")):
-        reason = f"I- names {named['language']!r}, I+ names {base.get('language', '')!r}"
+    positive_language = base.language or ""
+    if named and not same_language(named["language"], positive_language):
+        reason = f"I- names {named['language']!r}, I+ names {positive_language!r}"
         return LANGUAGE, poisoned_instruction.item_id, reason
-    if unchanged(instruction, base["instruction"]):
+    if unchanged(instruction, base.instruction):
         return UNCHANGED, poisoned_instruction.item_id, "I- repeats I+"
-    if unchanged(query, base["query"]):
+    if unchanged(query, base.query):
         return UNCHANGED, poisoned_query.item_id, "Q- repeats Q+"
     return None

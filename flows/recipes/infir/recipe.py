@@ -14,13 +14,15 @@ from ifsynth.flows.recipes.infir.judge_tuples import JudgeTuples
 from ifsynth.flows.recipes.infir.poison import Poison
 from ifsynth.flows.recipes.infir.settings import InfIRParams
 from ifsynth.flows.recipes.infir.tuples import MakeTuples
-from ifsynth.flows.run.stage import Call, Stage
-from ifsynth.flows.stages.assemble import assemble_release, infir_tuple
+from ifsynth.flows.run.stage import Stage
+from ifsynth.flows.stages.assemble import AssembleTuples
 from ifsynth.flows.stages.instructions import GenerateInstructions
 from ifsynth.flows.stages.rewrite import RewritePassages
-from ifsynth.flows.stages.select import select_seeds
+from ifsynth.flows.stages.select import SelectSeeds
 from ifsynth.schemas.answers import instruction_list
 from ifsynth.schemas.config import RecipeParams
+from ifsynth.schemas.infir import PoisonedItem
+from ifsynth.schemas.payloads import SeedItem
 from ifsynth.schemas.records import ItemRecord
 
 
@@ -35,12 +37,14 @@ FLAVOURS = {"general": Flavour(), "code": Flavour(language=True), "math": Flavou
 
 
 def instruction_variables(flavour: str, seed: ItemRecord) -> dict[str, Any]:
-    return {"query": seed.payload["query"], "passage": seed.payload["passage"], "k": 1, "flavour": flavour}
+    read = seed.read(SeedItem)
+    return {"query": read.query, "passage": read.passage, "k": 1, "flavour": flavour}
 
 
 def negative_target(flavour: str, poisoned: ItemRecord) -> list[dict[str, Any]]:
     """P1- for (I-, Q+) or P2- for (I+, Q-), each written from P+."""
-    return [{key: poisoned.payload[key] for key in ("query", "instruction", "passage")} | {"flavour": flavour}]
+    read = poisoned.read(PoisonedItem)
+    return [{"query": read.query, "instruction": read.instruction, "passage": read.passage, "flavour": flavour}]
 
 
 def stages(params: RecipeParams) -> list[Stage]:
@@ -49,7 +53,7 @@ def stages(params: RecipeParams) -> list[Stage]:
     flavour = {"flavour": p.flavour}
     validate = JudgeTuples(distractors=p.distractors, max_tokens=p.max_tokens_judge, variables=flavour)
     return [
-        Call("select", select_seeds),
+        SelectSeeds(),
         GenerateInstructions(
             max_tokens=p.max_tokens_instructions,
             schema=instruction_list(1, language=language),
@@ -60,5 +64,5 @@ def stages(params: RecipeParams) -> list[Stage]:
         RewritePassages(source="poison", max_tokens=p.max_tokens_rewrite, targets=partial(negative_target, p.flavour)),
         MakeTuples(),
         *([validate] if p.validate_ else []),
-        Call("assemble", assemble_release, {"source": "tuples", "max_noise": 0, "add": infir_tuple}, whole=True),
+        AssembleTuples(),
     ]

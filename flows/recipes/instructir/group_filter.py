@@ -2,25 +2,36 @@
 
 from __future__ import annotations
 
-from ifsynth.flows.run.context import RunContext
-from ifsynth.flows.run.stage import Outcome, StageWriter
-from ifsynth.schemas.records import StageCounts
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import ClassVar
+
+from ifsynth.flows.run.stage import Decided, Env, Outcome, RuleStage
+from ifsynth.schemas.payloads import RewriteItem
+from ifsynth.schemas.records import Decision, ItemRecord, Payload
 
 
-def filter_groups(ctx: RunContext, order: int, *, stage: str, source: str, min_group_size: int) -> StageCounts:
-    writer = StageWriter(ctx, stage, order, total=ctx.warehouse.count_items(ctx.run_id, source))
-    for page in ctx.warehouse.items(ctx.run_id, source):
+@dataclass(frozen=True, kw_only=True)
+class FilterGroups(RuleStage[ItemRecord]):
+    """Each surviving instance passes when its query (its group) kept at least ``min_group_size`` of them."""
+
+    reads: ClassVar[type[Payload]] = RewriteItem
+    name: str = "group_filter"
+    source: str = "rewrite"
+    min_group_size: int
+
+    def decide(self, env: Env, page: list[ItemRecord]) -> Iterable[Decided]:
         groups: dict[str, list[str]] = {}
-        for item in page:
+        for item in page:  # a page holds whole groups
             groups.setdefault(item.group_id, []).append(item.item_id)
+        decided: list[Decided] = []
         for group, members in groups.items():
             size = len(members)
-            decision = "pass" if size >= min_group_size else "reject"
-            reason = f"query {group} kept {size} instance{'s' * (size != 1)}; at least {min_group_size} needed"
+            decision: Decision = "pass" if size >= self.min_group_size else "reject"
+            reason = f"query {group} kept {size} instance{'s' * (size != 1)}; at least {self.min_group_size} needed"
             for member in members:
-                verdict = writer.verdict(
-                    member, decision, judge="rule", reason=reason, score=size, threshold=min_group_size
+                verdict = env.verdict(
+                    member, decision, judge="rule", reason=reason, score=size, threshold=self.min_group_size
                 )
-                writer.add(member, Outcome(decision, verdicts=[verdict], n_out=int(decision == "pass")))
-                ctx.progress.advance(stage)
-    return writer.close()
+                decided.append((member, Outcome(decision, verdicts=[verdict], n_out=int(decision == "pass"))))
+        return decided

@@ -1,0 +1,71 @@
+"""Seed selection's halves on plain values: the length bands, the draw, and each pair's decision."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from ifsynth.flows.recipes.instructir.settings import InstructIRParams
+from ifsynth.flows.stages.select import Bands, Candidate, SelectSeeds, candidates
+from ifsynth.schemas.seeds import SeedPair, SeedPassage, SeedQuery
+from ifsynth.warehouse.keys import item_id
+from tests.helpers import at, env
+
+PARAMS = InstructIRParams.model_validate({"length_unit": "words", "passage_band": "inside"})
+
+
+def pair(query_id: str, words: int, *passage_words: int) -> SeedPair:
+    positives = [SeedPassage(doc_id=f"d{query_id}{n}", title="T", text="p " * w) for n, w in enumerate(passage_words)]
+    return SeedPair(query=SeedQuery(query_id=query_id, text="w " * words), positives=tuple(positives))
+
+
+PAIRS = [pair(f"q{n}", n, 10) for n in range(1, 21)]  # query lengths 1..20 words, band [5.75, 15.25]
+BANDS, _ = Bands.of(PAIRS, PARAMS)
+
+
+def test_the_bands_are_the_configured_percentiles_of_the_collection() -> None:
+    bands, count = Bands.of(PAIRS, PARAMS)
+    assert bands == Bands(query=(5.75, 15.25), passage=(10.0, 10.0)) and count == 20
+
+
+def test_ineligible_pairs_come_first_then_eligible_ones_marked_by_the_draw() -> None:
+    pages = list(candidates(PAIRS, BANDS, PARAMS, limit=4))
+    listed = [c for page in pages for c in page]
+    assert [c.pair.query.query_id for c in listed[:10]] == [f"q{n}" for n in (1, 2, 3, 4, 5, 16, 17, 18, 19, 20)]
+    assert not any(c.drawn for c in listed[:10]) and sum(c.drawn for c in listed[10:]) == 4
+    again = [c for page in candidates(reversed(PAIRS), BANDS, PARAMS, limit=4) for c in page if c.drawn]
+    assert {c.pair.query.query_id for c in again} == {c.pair.query.query_id for c in listed if c.drawn}, "any order"
+
+
+def test_no_limit_draws_every_eligible_pair() -> None:
+    listed = [c for page in candidates(PAIRS, BANDS, PARAMS, limit=None) for c in page]
+    assert sum(c.drawn for c in listed) == 10
+
+
+def test_a_drawn_pair_passes_as_a_seed_and_an_undrawn_one_is_set_aside() -> None:
+    stage, e = SelectSeeds(bands=BANDS), at(env("instructir", length_unit="words", passage_band="inside"), "select")
+    (drawn, kept), (undrawn, aside) = stage.decide(e, [Candidate(PAIRS[9], drawn=True), Candidate(PAIRS[10])])
+    assert drawn == item_id("seed", [], "q10") and kept.decision == "pass" and not kept.verdicts
+    (seed,) = kept.items
+    assert (seed.item_id, seed.kind, seed.group_id, seed.stage, seed.status) == (drawn, "seed", "q10", "select", "ok")
+    assert seed.payload == {"query_id": "q10", "query": "w " * 10, "doc_id": "dq100", "title": "T",
+                            "passage": "p " * 10, "positives": ["dq100"]}  # fmt: skip
+    assert undrawn == item_id("seed", [], "q11") and aside.decision == "set_aside" and not aside.items
+
+
+def test_an_ineligible_pair_is_rejected_with_every_reason_and_kept_on_record() -> None:
+    stage, e = SelectSeeds(bands=BANDS), at(env("instructir", length_unit="words", passage_band="inside"), "select")
+    ((seed_id, outcome),) = stage.decide(e, [Candidate(pair("q30", 30, 5, 10), drawn=True)])
+    (verdict,) = outcome.verdicts
+    assert outcome.decision == "reject" and outcome.n_out == 0 and outcome.items[0].status == "rejected"
+    assert verdict.item_id == seed_id and verdict.judge == "rule"
+    assert verdict.reason == (
+        "2 judged positives; exactly one needed; query length 30 words outside the 25-75 percentile band "
+        "[5.75, 15.25]; passage length 5 words outside the 25-75 percentile band [10, 10]"
+    )
+
+
+def test_every_pair_is_decided_once() -> None:
+    stage, e = SelectSeeds(bands=BANDS), at(env("instructir", length_unit="words", passage_band="inside"), "select")
+    decided = [d for page in candidates(PAIRS, BANDS, PARAMS, limit=4) for d in stage.decide(e, page)]
+    assert Counter(o.decision for _, o in decided) == {"reject": 10, "pass": 4, "set_aside": 6}
+    assert len({seed_id for seed_id, _ in decided}) == 20
