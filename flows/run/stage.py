@@ -19,7 +19,7 @@ from abc import ABC, abstractmethod
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Generic, Literal, Self, TypeVar, cast
+from typing import Any, ClassVar, Generic, Literal, Self, TypeVar, cast
 
 from ifsynth.flows.llm import loop
 from ifsynth.flows.llm.gateway import Gateway
@@ -158,9 +158,8 @@ class StageWriter:
         human = self.ctx.humans.get((input_id or "", self.stage))
         if human in ("pass", "reject") and outcome.decision in ("pass", "reject") and human != outcome.decision:
             self.ctx.overruled.add((input_id or "", self.stage))
-            outcome = Outcome("reject" if human == "reject" else "pass", outcome.items, outcome.verdicts)
-            if human == "reject":
-                outcome.items = []
+            kept = human == "pass"
+            outcome = Outcome("pass" if kept else "reject", outcome.items if kept else [], outcome.verdicts)
         self.counts["n_in"] += 1
         self.counts["n_out"] += outcome.n_out if outcome.n_out is not None else len(outcome.items)
         if outcome.decision == "set_aside":
@@ -200,12 +199,14 @@ class Stage(ABC):
     """One step of a recipe, run once per run (again when a run is continued).
 
     ``templates`` names the templates it renders, so the run's fingerprint, its pre-run check and the prompt
-    tests derive from the stages. A stage that needs every seed's items at once (a release's noise and
-    distractors, a retrieval panel over all documents) is ``whole``: a shard's run stops before the first such
-    stage, which runs after the merge."""
+    tests derive from the stages; ``reads`` is the model of the items it reads (the fields it relies on; none
+    for a stage that reads the seed source). A stage that needs every seed's items at once (a release's noise
+    and distractors, a retrieval panel over all documents) is ``whole``: a shard's run stops before the first
+    such stage, which runs after the merge."""
 
     name: str
     whole: bool = False
+    reads: ClassVar[type[Payload] | None] = None
 
     @property
     def templates(self) -> tuple[str, ...]:

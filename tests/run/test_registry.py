@@ -86,3 +86,12 @@ def test_each_recipe_has_its_own_flow_named_after_it() -> None:
     assert {name: recipe(name).flow().name for name in BUILTIN} == {name: name for name in BUILTIN}
     with pytest.raises(AttributeError, match="no installed recipe `nope`"):
         flows.nope  # noqa: B018
+
+
+def test_every_stage_after_the_first_declares_the_model_of_the_items_it_reads() -> None:
+    """The first stage reads the seed source; every other reads items, and names the fields it relies on."""
+    for declared in recipes().values():
+        for variant in declared.variants:
+            first, *rest = declared.stage_list(declared.settings.model_validate(dict(variant)))
+            assert first.reads is None, f"{declared.name}/{first.name}"
+            assert [stage.name for stage in rest if stage.reads is None] == [], declared.name
