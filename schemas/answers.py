@@ -30,7 +30,14 @@ class Answer(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
-class InstructionList(Answer):
+class Instructions(Answer):
+    """An answer that makes instruction items: ``entries`` says what each adds to its payload."""
+
+    def entries(self) -> list[dict[str, str]]:
+        raise NotImplementedError(f"{type(self).__name__} makes no instruction items")
+
+
+class InstructionList(Instructions):
     instructions: list[NonEmpty]
 
     def entries(self) -> list[dict[str, str]]:
@@ -99,7 +106,7 @@ def candidate_pick(labels: tuple[str, ...]) -> type[CandidatePick]:
     )
 
 
-class TwoSentenceInstruction(Answer):
+class TwoSentenceInstruction(Instructions):
     """An InfoSearch instruction: the core query restated, then the restriction to one condition."""
 
     restated_query: NonEmpty
@@ -190,7 +197,7 @@ class Alteration(Answer):
     narrative: NonEmpty
 
 
-class AlteredNarratives(Answer):
+class AlteredNarratives(Instructions):
     """FollowIR's altered narratives: each keeps every requirement of the original and narrows it, by a further
     requirement or an exclusion; ``change`` says what was added."""
 
@@ -217,7 +224,7 @@ class RelevanceLabel(Answer):
     relevant: bool
 
 
-class ShortCommand(Answer):
+class ShortCommand(Instructions):
     """A narrative cut to an abstract task command of about ten words that names no entity."""
 
     command: NonEmpty
@@ -226,7 +233,7 @@ class ShortCommand(Answer):
         return [{"instruction": self.command}]
 
 
-class InstructionKeywords(Answer):
+class InstructionKeywords(Instructions):
     keywords: Annotated[list[NonEmpty], Field(min_length=1, max_length=2)]
 
     def entries(self) -> list[dict[str, str]]:

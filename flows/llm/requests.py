@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Literal, NamedTuple
+from typing import Any, Literal, NamedTuple, TypeVar
 
 from ifsynth.prompts.registry import Rendered
 from ifsynth.schemas.answers import Answer
 from ifsynth.schemas.config import Role
 from ifsynth.schemas.records import Failure
+
+A = TypeVar("A", bound=Answer)
 
 
 @dataclass(frozen=True)
@@ -45,3 +47,21 @@ class Reply:
     sent: int = 0
     logprobs: list[dict[str, Any]] | None = None  # per answer token: token, logprob, top_logprobs
     failure: Failure | None = None  # why a reply that is not ``ok`` is not: may a rerun cure it?
+
+    def answer(self, schema: type[A]) -> A:
+        """The answer, typed as ``schema``; ``Unanswered`` when the ask gave none that parsed as it.
+
+        A stage that needs the answer to decide reads it so and says nothing of failures: the stage machinery
+        records the input as failed (or unparsed), with the reply's reason, for every stage in one place."""
+        if self.status != "ok" or not isinstance(self.value, schema):
+            raise Unanswered(self)
+        return self.value
+
+
+class Unanswered(Exception):
+    """An ask a stage needed gave no usable answer (``Reply.answer``); caught by the stage machinery, never a
+    user's error."""
+
+    def __init__(self, reply: Reply) -> None:
+        super().__init__(reply.error or reply.status)
+        self.reply = reply

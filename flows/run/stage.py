@@ -23,7 +23,7 @@ from typing import Any, ClassVar, Generic, Literal, Self, TypeVar, cast
 
 from ifsynth.flows.llm import loop
 from ifsynth.flows.llm.gateway import Gateway
-from ifsynth.flows.llm.requests import Ask, Reply
+from ifsynth.flows.llm.requests import Ask, Reply, Unanswered
 from ifsynth.flows.run.blame import blame
 from ifsynth.flows.run.context import RunContext
 from ifsynth.prompts.registry import Prompts, Rendered
@@ -280,6 +280,10 @@ class LLMStage(Stage, Generic[T]):
     max_tokens: int
     role: Role = "generator"  # a judge samples at the run's judge temperature
     keep: Callable[[ItemRecord], bool] | None = None  # serve only the source items it accepts
+    # a failed or rejected input takes that status and leaves the pipeline; a stage beside the main line (a
+    # shorter form of a narrative) or one whose outcome is on items of its own (IFIR's level attempts) leaves
+    # its input as it is, its verdicts still on record
+    marks_input: ClassVar[bool] = True
 
     @property
     def templates(self) -> tuple[str, ...]:
@@ -294,13 +298,21 @@ class LLMStage(Stage, Generic[T]):
         """What the replies to one input's asks so far (in the order asked) make of it, or the asks it needs
         next; called again with every reply so far once those are answered."""
 
+    def settle(self, env: Env, entry: T, replies: list[Reply]) -> Outcome | FollowUp:
+        """``handle``'s decision, where an answer it needed and did not get (``Reply.answer``) fails the input
+        with the reply's reason: what the runner records, and what a test of a failed ask checks."""
+        try:
+            return self.handle(env, entry, replies)
+        except Unanswered as missing:
+            return env.failed(self.input_id(entry), missing.reply)
+
     def inputs(self, ctx: RunContext) -> Iterable[list[T]] | None:
         """Pages of inputs; ``None`` means every ``ok`` item of ``source``."""
         if self.keep is None:
             return None
         return pages_where(ctx, self.source, self.keep)  # type: ignore[return-value]
 
-    def input_id(self, entry: T) -> str | None:
+    def input_id(self, entry: T) -> str:
         return entry.item_id  # type: ignore[attr-defined]
 
     def ask(self, env: Env, schema: type[Answer], /, template: str | None = None, **variables: Any) -> Ask:
@@ -357,11 +369,11 @@ class LLMStage(Stage, Generic[T]):
                 tally["cached"] += sum(reply.cached for reply in mine)
                 tally["sent"] += sum(reply.sent for reply in mine)
                 with blame(self.name, env.run_id, self.input_id(entry)):
-                    result = self.handle(env, entry, [*before, *mine])
+                    result = self.settle(env, entry, [*before, *mine])
                 if isinstance(result, FollowUp):
                     later.append((entry, result.asks, [*before, *mine]))
                 else:
-                    writer.add(self.input_id(entry), result)
+                    writer.add(self.input_id(entry) if self.marks_input else None, result)
             pending = later
 
 

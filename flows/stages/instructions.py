@@ -9,23 +9,16 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, ClassVar, Protocol, runtime_checkable
+from typing import Any, ClassVar
 
 from ifsynth.flows.llm.requests import Ask, Reply
 from ifsynth.flows.run.stage import Env, LLMStage, Outcome
 from ifsynth.flows.stages.text_rules import first_line, newline_verdicts
-from ifsynth.schemas.answers import Answer, instruction_list
+from ifsynth.schemas.answers import Instructions, instruction_list
 from ifsynth.schemas.payloads import QueryItem
 from ifsynth.schemas.records import ItemRecord, Payload, VerdictRecord
 
 Variables = Callable[[ItemRecord], dict[str, Any]]
-
-
-@runtime_checkable
-class Entries(Protocol):
-    """An answer that says what each instruction item it makes adds to the payload (every schema it asks)."""
-
-    def entries(self) -> list[dict[str, Any]]: ...
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -38,12 +31,12 @@ class GenerateInstructions(LLMStage[ItemRecord]):
     name: str = "instructions"
     source: str = "select"
     k: int = 1
-    schema: type[Answer] | None = None
+    schema: type[Instructions] | None = None
     variables: Variables | None = None
     cut_at_newline: bool = False
 
     @property
-    def answer(self) -> type[Answer]:
+    def answer(self) -> type[Instructions]:
         return self.schema or instruction_list(self.k)
 
     def template_variables(self, seed: ItemRecord) -> dict[str, Any]:
@@ -56,11 +49,10 @@ class GenerateInstructions(LLMStage[ItemRecord]):
 
     def handle(self, env: Env, seed: ItemRecord, replies: list[Reply]) -> Outcome:
         (reply,) = replies
-        if reply.status != "ok" or not isinstance(reply.value, Entries):
-            return env.failed(seed.item_id, reply)
+        answer = reply.answer(self.answer)
         items: list[ItemRecord] = []
         verdicts: list[VerdictRecord] = []
-        for number, entry in enumerate(reply.value.entries(), 1):
+        for number, entry in enumerate(answer.entries(), 1):
             generated = entry["instruction"]
             text = first_line(generated) if self.cut_at_newline else generated
             payload = {**seed.payload, **entry, "instruction": text, "k": number}

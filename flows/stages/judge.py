@@ -51,15 +51,14 @@ class JudgeRelevance(LLMStage[ItemRecord]):
 
     def handle(self, env: Env, item: ItemRecord, replies: list[Reply]) -> Outcome:
         (reply,) = replies
-        if reply.status != "ok" or not isinstance(reply.value, self.schema):
-            return env.failed(item.item_id, reply)
-        decision: Decision = "pass" if self.min_score <= reply.value.score <= self.max_score else "reject"
+        answer = reply.answer(self.schema)
+        decision: Decision = "pass" if self.min_score <= answer.score <= self.max_score else "reject"
         verdict = env.verdict(
             item.item_id,
             decision,
             judge="llm",
-            reason=reply.value.explanation,
-            score=reply.value.score,
+            reason=answer.explanation,
+            score=answer.score,
             threshold=self.min_score if self.max_score == 5 else self.max_score,
             call_key=reply.keys[-1],
         )
@@ -122,12 +121,11 @@ class JudgePick(LLMStage[Siblings]):
     def handle(self, env: Env, entry: Siblings, replies: list[Reply]) -> Outcome:
         item, _ = entry
         (reply,) = replies
-        if reply.status != "ok" or not isinstance(reply.value, CandidatePick):
-            return env.failed(item.item_id, reply)
+        answer = reply.answer(CandidatePick)
         listed = self.candidates(entry, env.params.seed)
         gold = str(listed.index(item) + 1)
-        picked = listed[int(reply.value.best) - 1]
-        decision: Decision = "pass" if reply.value.best == gold else "reject"
-        reason = pick_reason(reply.value.best, picked.item_id, gold, reply.value.explanation)
+        picked = listed[int(answer.best) - 1]
+        decision: Decision = "pass" if answer.best == gold else "reject"
+        reason = pick_reason(answer.best, picked.item_id, gold, answer.explanation)
         verdict = env.verdict(item.item_id, decision, judge="llm", reason=reason, call_key=reply.keys[-1])
         return Outcome(decision, verdicts=[verdict], n_out=int(decision == "pass"))

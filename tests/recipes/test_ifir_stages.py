@@ -98,7 +98,7 @@ def test_an_unparsable_level_is_written_again_and_fails_when_no_attempt_parses()
     outcome = handle(unusable("no JSON", key="w1"), unusable("still none", key="w2"))
     assert isinstance(outcome, Outcome) and outcome.decision == "parse_error" and not outcome.items
     assert [(v.item_id, v.reason, v.call_key) for v in outcome.verdicts] == [(BELOW.item_id, "still none", "w2")]
-    assert STAGE.input_id(BELOW) is None, "the level below keeps its status"
+    assert not STAGE.marks_input, "the level below keeps its status"
 
 
 def test_a_check_without_an_answer_fails_the_attempt_and_says_so() -> None:

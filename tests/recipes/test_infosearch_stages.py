@@ -63,7 +63,8 @@ def test_negatives_are_asked_from_the_core_query_alone_per_positive() -> None:
         "number": 1,
     }
     assert (second.ord, second.payload["number"]) == (2, 2)
-    assert stage.handle(at(ctx, "negatives"), core, [unusable()]).decision == "parse_error"
+    unanswered = stage.settle(at(ctx, "negatives"), core, [unusable()])
+    assert isinstance(unanswered, Outcome) and unanswered.decision == "parse_error"
 
 
 def test_a_reversal_is_the_core_query_verbatim_then_the_negated_restriction() -> None:

@@ -13,6 +13,7 @@ from ifsynth_promptriever.stages import JudgeNegatives, WriteNegatives
 from ifsynth.flows.run.config import resolve
 from ifsynth.flows.run.registry import recipe
 from ifsynth.flows.run.runner import execute
+from ifsynth.flows.run.stage import Outcome
 from ifsynth.schemas.answers import RelevanceLabel, query_negatives
 from ifsynth.warehouse.store import Warehouse
 from tests.conftest import REPO, cli
@@ -114,7 +115,8 @@ def test_negatives_are_asked_in_one_call_and_each_becomes_an_item() -> None:
     outcome = stage.handle(env("promptriever", "negatives"), SEED, [ok(query_negatives(2)(passages=["a", "b"]))])
     assert [made.payload["negative"] for made in outcome.items] == ["a", "b"]
     assert all(made.parent_ids == (SEED.item_id,) for made in outcome.items)
-    assert stage.handle(env("promptriever"), SEED, [unusable()]).decision == "parse_error"
+    unanswered = stage.settle(env("promptriever"), SEED, [unusable()])
+    assert isinstance(unanswered, Outcome) and unanswered.decision == "parse_error"
 
 
 def test_the_judge_keeps_what_answers_the_query_but_not_the_instruction() -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from ifsynth.flows.run.stage import Outcome
 from ifsynth.flows.stages.instructions import GenerateInstructions
 from ifsynth.schemas.answers import TwoSentenceInstruction, instruction_list
 from ifsynth.warehouse.keys import item_id
@@ -40,8 +41,8 @@ def test_handle_makes_one_item_per_instruction_with_lineage_and_calls() -> None:
 
 def test_an_unusable_answer_is_the_inputs_outcome_with_its_reason() -> None:
     ctx = env()
-    outcome = GenerateInstructions(k=2, max_tokens=300).handle(at(ctx, "instructions"), SEED, [unusable()])
-    assert outcome.decision == "parse_error" and outcome.items == []
+    outcome = GenerateInstructions(k=2, max_tokens=300).settle(at(ctx, "instructions"), SEED, [unusable()])
+    assert isinstance(outcome, Outcome) and outcome.decision == "parse_error" and outcome.items == []
     (verdict,) = outcome.verdicts
     assert (verdict.item_id, verdict.reason, verdict.call_key) == (SEED.item_id, "invalid JSON at `score`", "key-bad")
 

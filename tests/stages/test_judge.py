@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Literal
 
+from ifsynth.flows.run.stage import Outcome
 from ifsynth.flows.stages.judge import JudgePick, JudgeRelevance, labels
 from ifsynth.schemas.answers import RelevanceJudgement, candidate_pick
 from tests.helpers import at, env, item, ok, unusable
@@ -57,7 +58,8 @@ def test_a_pick_passes_only_when_the_judge_names_the_items_own_passage() -> None
     assert kept.decision == "pass" and f"(gold [{gold}])" in kept.verdicts[0].reason
     missed = stage.handle(at(ctx, stage.name), entry, [ok(answer(explanation="no", best=other))])
     assert missed.decision == "reject" and f"picked [{other}]" in missed.verdicts[0].reason
-    assert stage.handle(at(ctx, stage.name), entry, [unusable()]).decision == "parse_error"
+    unanswered = stage.settle(at(ctx, stage.name), entry, [unusable()])
+    assert isinstance(unanswered, Outcome) and unanswered.decision == "parse_error"
 
 
 def test_the_candidate_order_is_fixed_by_seed_and_item() -> None:

@@ -67,11 +67,10 @@ class WriteNegatives(LLMStage[ItemRecord]):
 
     def handle(self, env: Env, item: ItemRecord, replies: list[Reply]) -> Outcome:
         (reply,) = replies
-        if reply.status != "ok" or not isinstance(reply.value, QueryNegatives):
-            return env.failed(item.item_id, reply)
+        answer = reply.answer(QueryNegatives)
         made = [
             env.child(item, "negative", {**item.payload, "negative": text}, number, text, reply=reply, ord=number)
-            for number, text in enumerate(reply.value.passages, 1)
+            for number, text in enumerate(answer.passages, 1)
         ]
         return Outcome("pass", items=made)
 
@@ -93,20 +92,15 @@ class JudgeNegatives(LLMStage[ItemRecord]):
         ]
 
     def handle(self, env: Env, item: ItemRecord, replies: list[Reply]) -> Outcome:
-        alone, instructed = replies
-        for reply in replies:
-            if reply.status != "ok" or not isinstance(reply.value, RelevanceLabel):
-                return env.failed(item.item_id, reply)
-        assert isinstance(alone.value, RelevanceLabel) and isinstance(instructed.value, RelevanceLabel)
-        keep = alone.value.relevant and not instructed.value.relevant
+        alone, instructed = (reply.answer(RelevanceLabel) for reply in replies)
+        keep = alone.relevant and not instructed.relevant
         reason = (
-            f"query alone: {'relevant' if alone.value.relevant else 'not relevant'} ({alone.value.explanation}); "
-            f"under the instruction: {'relevant' if instructed.value.relevant else 'not relevant'} "
-            f"({instructed.value.explanation})"
+            f"query alone: {'relevant' if alone.relevant else 'not relevant'} ({alone.explanation}); "
+            f"under the instruction: {'relevant' if instructed.relevant else 'not relevant'} ({instructed.explanation})"
         )
         decision: Decision = "pass" if keep else "reject"
         verdict = env.verdict(
-            item.item_id, decision, judge="llm", reason=reason, score=float(keep), call_key=instructed.keys[-1]
+            item.item_id, decision, judge="llm", reason=reason, score=float(keep), call_key=replies[-1].keys[-1]
         )
         return Outcome(decision, verdicts=[verdict], n_out=int(keep))
 

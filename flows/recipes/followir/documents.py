@@ -32,9 +32,8 @@ class WriteDocuments(LLMStage[ItemRecord]):
 
     def handle(self, env: Env, topic: ItemRecord, replies: list[Reply]) -> Outcome:
         (reply,) = replies
-        if reply.status != "ok" or not isinstance(reply.value, SyntheticDocuments):
-            return env.failed(topic.item_id, reply)
-        written = [(1, text) for text in reply.value.relevant] + [(0, text) for text in reply.value.non_relevant]
+        answer = reply.answer(SyntheticDocuments)
+        written = [(1, text) for text in answer.relevant] + [(0, text) for text in answer.non_relevant]
         p = topic.read(Topic)
         items = [
             env.child(

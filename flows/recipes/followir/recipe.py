@@ -56,8 +56,7 @@ class Ablation(GenerateInstructions):
     """A shorter form of the narrative, written beside the recipe's main line: a failed call is on record as a
     verdict, but the topic it came from stays ``ok`` for the stages that build the set (its form is just missing)."""
 
-    def input_id(self, entry: ItemRecord) -> str | None:
-        return None
+    marks_input = False
 
 
 def stages(params: RecipeParams) -> list[Stage]:

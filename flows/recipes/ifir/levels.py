@@ -96,8 +96,7 @@ class WriteLevel(LLMStage[ItemRecord]):
     def templates(self) -> tuple[str, ...]:
         return ("level", "judge_level")
 
-    def input_id(self, entry: ItemRecord) -> str | None:
-        return None  # the level below stays as it is: what failed here is on this level's attempts
+    marks_input = False  # the level below stays as it is: what failed here is on this level's attempts
 
     def build(self, env: Env, below: ItemRecord) -> list[Ask]:
         return [self.write(env, below, [])]

@@ -37,8 +37,7 @@ class ExtractKeywords(LLMStage[ItemRecord]):
 
     def handle(self, env: Env, document: ItemRecord, replies: list[Reply]) -> Outcome:
         (reply,) = replies
-        if reply.status != "ok" or not isinstance(reply.value, KeywordCondition):
-            return env.failed(document.item_id, reply)
-        keyword = reply.value.keyword
-        payload = {**document.payload, "condition": keyword, "keyword_reason": reply.value.explanation}
+        answer = reply.answer(KeywordCondition)
+        keyword = answer.keyword
+        payload = {**document.payload, "condition": keyword, "keyword_reason": answer.explanation}
         return Outcome("pass", items=[env.child(document, "document", payload, keyword, reply=reply, id_as="keyword")])

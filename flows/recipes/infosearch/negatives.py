@@ -38,8 +38,7 @@ class GenerateNegatives(LLMStage[ItemRecord]):
 
     def handle(self, env: Env, core: ItemRecord, replies: list[Reply]) -> Outcome:
         (reply,) = replies
-        if reply.status != "ok" or not isinstance(reply.value, QueryNegatives):
-            return env.failed(core.item_id, reply)
+        answer = reply.answer(QueryNegatives)
         query = core.read(CoreQuery)
         items = [
             env.child(
@@ -53,6 +52,6 @@ class GenerateNegatives(LLMStage[ItemRecord]):
                 reply=reply,
                 ord=number,
             )
-            for number, text in enumerate(reply.value.passages, 1)
+            for number, text in enumerate(answer.passages, 1)
         ]
         return Outcome("pass", items=items)

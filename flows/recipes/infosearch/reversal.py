@@ -40,9 +40,8 @@ class ReverseInstructions(LLMStage[ItemRecord]):
 
     def handle(self, env: Env, instruction: ItemRecord, replies: list[Reply]) -> Outcome:
         (reply,) = replies
-        if reply.status != "ok" or not isinstance(reply.value, Reversal):
-            return env.failed(instruction.item_id, reply)
-        restriction = reply.value.reversed_restriction
+        answer = reply.answer(Reversal)
+        restriction = answer.reversed_restriction
         reversed_instruction = f"{sentence(instruction.read(Instruction).query)} {restriction}"
         payload = {
             **instruction.payload,
