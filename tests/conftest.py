@@ -11,14 +11,10 @@ import subprocess
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
-from ifsynth.flows.run.context import RunContext
 from ifsynth.flows.run.runner import PREFECT_DEFAULTS
-from ifsynth.schemas.config import Endpoint, RunConfig
-from ifsynth.warehouse.store import Warehouse
 from tests.fake_openai import FakeOpenAI
 from tests.servers import prefect_server
 
@@ -98,23 +94,3 @@ def cli(*args: str, env: dict[str, str] | None = None, timeout: float = 300) -> 
         env={**os.environ, **(env or {})},
         cwd=REPO,
     )
-
-
-@pytest.fixture
-def make_context(tmp_path: Path) -> Iterator[Callable[..., RunContext]]:
-    """``make_context(recipe, **params)``: the context of a run of that recipe over the demo seeds, with those
-    parameters, a warehouse in a temporary file and no endpoint: stages are unit-tested through it by calling
-    ``build`` and ``handle`` directly."""
-    with Warehouse(tmp_path / "w.duckdb") as warehouse:
-
-        def make(recipe: str = "instructir", **params: Any) -> RunContext:
-            config = RunConfig(
-                recipe=recipe,
-                seeds="demo",
-                model="m",
-                endpoint=Endpoint(base_url="http://127.0.0.1:9/v1"),
-                params=params,
-            )
-            return RunContext.build(f"{recipe}-run", config, warehouse)
-
-        yield make

@@ -12,13 +12,12 @@ import dataclasses
 import json
 import random
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from ifsynth.flows.llm.requests import Ask, Reply
 from ifsynth.flows.run import registry
-from ifsynth.flows.run.context import RunContext
 from ifsynth.flows.run.stage import Env
 from ifsynth.prompts.registry import Prompts, Rendered
 from ifsynth.schemas.answers import Answer, RelevanceJudgement
@@ -92,9 +91,6 @@ def sensible(body: dict[str, Any]) -> dict[str, Any]:
 def query(warehouse: Warehouse, sql: str, params: Sequence[Any] | None = None) -> list[dict[str, Any]]:
     """A test's own read of the warehouse (``Warehouse.query``: one SELECT)."""
     return warehouse.query(sql, params)
-
-
-MakeContext = Callable[..., RunContext]  # the make_context fixture
 
 
 def env(recipe: str = "instructir", stage: str = "stage", **params: Any) -> Env:
