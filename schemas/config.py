@@ -180,7 +180,8 @@ class RecipeParams(Config):
 
 
 Band = Literal["inside", "outside"]
-NoisePool = Literal["positives", "corpus"]  # what the shared assemble adds to a corpus as untouched passages
+NoisePool = Literal["positives", "corpus"]
+Selection = Literal["bands", "already_selected"]  # what the shared assemble adds to a corpus as untouched passages
 
 
 class SeedSelection(RecipeParams):
@@ -190,6 +191,11 @@ class SeedSelection(RecipeParams):
     passage_length_percentiles: tuple[float, float] = (25.0, 75.0)
     passage_band: Band = "inside"
     length_unit: Literal["chars", "words"] = "chars"
+    select: Selection = Field(
+        "bands",
+        description="bands: keep the seeds inside length bands computed from them; already_selected: the seeds are "
+        "a finished selection (InstructIR's released filtered_version), so only the one-positive rule applies",
+    )
 
     @model_validator(mode="after")
     def _bands(self) -> Self:

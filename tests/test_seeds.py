@@ -201,3 +201,21 @@ def test_the_release_seeds_have_no_passage_in_the_papers_band() -> None:
     lengths = [len(p.text) for p in open_source(f"beir:{INSTRUCTIR_SEEDS}").passages()]
     assert len(lengths) == 1743 and not [n for n in lengths if 255 <= n <= 371]
     assert (sum(n < 255 for n in lengths), sum(n > 371 for n in lengths)) == (820, 923)
+
+
+def test_the_release_seeds_are_all_drawn_once_declared_already_selected() -> None:
+    """InstructIR's released seeds are its selection's output: bands computed on them again take most away, which a
+    run says; ``select=already_selected`` keeps every one of the 1,743."""
+    root = INSTRUCTIR_SEEDS
+    counts, kept, _ = select(root, "length_unit=chars", "select=already_selected")
+    assert (counts.n_in, counts.n_out, counts.rejected, len(kept)) == (1743, 1743, 0, 1743)
+    banded, _, rejected = select(root, "length_unit=chars")
+    assert banded.n_out < 1743 / 2 and len(rejected) == 1743 - banded.n_out
+    params = InstructIRParams()
+    source = open_source(f"beir:{root}")
+    notes: list[str] = []
+    list(candidates(source.pairs(), Bands.of(source.pairs(), params)[0], params, None, notes.append))
+    assert notes == [
+        f"select: the length bands reject {1743 - banded.n_out:,} of 1,743 seeds with one positive; seeds selected "
+        "already (InstructIR's filtered_version) take --set select=already_selected"
+    ]

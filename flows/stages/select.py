@@ -9,7 +9,7 @@ the ``limit`` eligible queries with the smallest hash of (seed, query id): stabl
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field, replace
 from typing import Literal, Self
 
@@ -86,7 +86,7 @@ class SelectSeeds(RuleStage[Candidate]):
         return self.n_pairs
 
     def inputs(self, ctx: RunContext) -> Iterator[list[Candidate]]:
-        return candidates(ctx.source.pairs(), self.bands, selection(ctx.params), ctx.config.limit)
+        return candidates(ctx.source.pairs(), self.bands, selection(ctx.params), ctx.config.limit, ctx.progress.note)
 
     def decide(self, env: Env, page: list[Candidate]) -> Iterable[Decided]:
         return [self.outcome(env, candidate) for candidate in page]
@@ -107,14 +107,21 @@ class SelectSeeds(RuleStage[Candidate]):
 
 
 def candidates(
-    pairs: Iterable[SeedPair], bands: Bands, params: SeedSelection, limit: int | None
+    pairs: Iterable[SeedPair],
+    bands: Bands,
+    params: SeedSelection,
+    limit: int | None,
+    note: Callable[[str], None] | None = None,
 ) -> Iterator[list[Candidate]]:
     """Pages of the ineligible pairs as they come, then of the eligible ones, each marked whether the sample of
-    ``limit`` (none: all) drew it."""
+    ``limit`` (none: all) drew it. ``note`` hears how many one-positive seeds the length bands took away: seeds
+    that were selected already lose about three quarters to bands computed on them again, and must not silently."""
     eligible: list[SeedPair] = []
     ineligible: list[Candidate] = []
+    banded = 0
     for pair in pairs:
         if reasons(pair, bands, params):
+            banded += len(pair.positives) == 1
             ineligible.append(Candidate(pair))
             if len(ineligible) == PAGE:
                 yield ineligible
@@ -123,6 +130,11 @@ def candidates(
             eligible.append(pair)
     if ineligible:
         yield ineligible
+    if note is not None and banded:
+        note(
+            f"select: the length bands reject {banded:,} of {banded + len(eligible):,} seeds with one positive; "
+            "seeds selected already (InstructIR's filtered_version) take --set select=already_selected"
+        )
     keep = len(eligible) if limit is None else limit
     drawn = hash_sample(eligible, keep, key=lambda pair: f"{params.seed}:{pair.query.query_id}")
     chosen = {pair.query.query_id for pair in drawn}
@@ -136,6 +148,8 @@ def reasons(pair: SeedPair, bands: Bands, params: SeedSelection) -> list[str]:
     found = []
     if len(pair.positives) != 1:
         found.append(f"{len(pair.positives)} judged positives; exactly one needed")
+    if params.select == "already_selected":
+        return found
     q_len = length(pair.query.text, unit)
     if not bands.query[0] <= q_len <= bands.query[1]:
         low, high = params.query_length_percentiles
