@@ -55,7 +55,14 @@ def instruction_list(k: int, *, language: bool = False) -> type[InstructionList]
     return create_model(f"{'Code' * language}Instructions{k}", __base__=InstructionList, **fields)
 
 
-class InstructionPoisoning(Answer):
+class Poisoning(Answer):
+    """InF-IR's poisoning answers name the passage's two or three core aspects first: the negative is written to
+    diverge from them."""
+
+    aspects: Annotated[list[NonEmpty], Field(min_length=2, max_length=3)]
+
+
+class InstructionPoisoning(Poisoning):
     """InF-IR's I-: an instruction close to I+ that, read with Q+, asks for something other than P+."""
 
     negative_instruction: NonEmpty
@@ -65,10 +72,9 @@ class CodeInstructionPoisoning(InstructionPoisoning):
     language: NonEmpty
 
 
-class QueryPoisoning(Answer):
-    """InF-IR's Q-: the passage's core aspects first, then a query close to Q+ that diverges from them."""
+class QueryPoisoning(Poisoning):
+    """InF-IR's Q-: a query close to Q+ that, read with I+, diverges from the passage's core aspects."""
 
-    aspects: Annotated[list[NonEmpty], Field(min_length=2, max_length=3)]
     negative_query: NonEmpty
 
 

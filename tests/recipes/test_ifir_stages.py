@@ -11,6 +11,7 @@ from ifsynth.flows.recipes.ifir.levels import WriteLevel, WriteLevel1
 from ifsynth.flows.recipes.ifir.nest import Checked, nest
 from ifsynth.flows.recipes.ifir.select import Candidate, SelectQueries
 from ifsynth.flows.run.stage import FollowUp, Outcome
+from ifsynth.prompts.registry import Prompts
 from ifsynth.schemas.answers import LevelCheck, LevelInstruction
 from ifsynth.schemas.ifir import SCHEMES
 from ifsynth.schemas.records import ItemRecord, ItemStatus
@@ -223,3 +224,13 @@ def test_a_group_becomes_one_release_query_per_kept_level_with_its_qrels() -> No
     ]  # fmt: skip
     (doc,) = corpus_rows("scifact_open", SCHEMES["scifact_open"], [SeedPassage(doc_id="9", text="noise")])
     assert doc["doc_id"] == "scifact_open-9" and json.loads(doc["meta"])["seed_doc_id"] == "9"
+
+
+def test_a_level_takes_its_specifics_from_the_query_not_from_invention() -> None:
+    """IFIR's level 3 on AILA adds details of the case, which the query (the case) holds: the prompt sends the
+    model there first and lets it choose specifics only where the query has none."""
+    texts = {"domain": "law", "seed_kind": "a case", "query": "q", "level": 3, "below": "b", "detail": "d",
+             "stance": None, "previous": None, "problem": None}  # fmt: skip
+    user = " ".join(Prompts().render("ifir/level", **texts).messages[-1]["content"].split())
+    assert "Take the specifics from the query where it states them" in user
+    assert "invent" not in user.lower()

@@ -74,7 +74,8 @@ def sensible(body: dict[str, Any]) -> dict[str, Any]:
     if name.endswith("InstructionPoisoning"):
         qid = QUERIES[field(prompt, "Query")]
         named = {"language": "Java" if qid == SWITCHES_LANGUAGE else " python"} if code else {}
-        return {"negative_instruction": f"Avoid the source for {qid}.\nAnd a second line.", **named}
+        negative = f"Avoid the source for {qid}.\nAnd a second line."
+        return {"aspects": ["a point", "another"], "negative_instruction": negative, **named}
     if name == "QueryPoisoning":
         query = field(prompt, "Query")
         code = "programming problem" in prompt

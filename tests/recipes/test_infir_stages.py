@@ -4,11 +4,14 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from ifsynth.flows.recipes.infir.judge_tuples import JUDGMENTS, JudgeTuples
 from ifsynth.flows.recipes.infir.poison import NEGATIVE_INSTRUCTION, NEGATIVE_QUERY, Poison
 from ifsynth.flows.recipes.infir.tuples import tuple_outcome
 from ifsynth.flows.run.stage import Env
 from ifsynth.flows.stages.judge import labels
+from ifsynth.prompts.registry import Prompts
 from ifsynth.schemas.answers import CodeInstructionPoisoning, InstructionPoisoning, QueryPoisoning, candidate_pick
 from ifsynth.schemas.records import ItemRecord
 from ifsynth.warehouse.keys import item_id
@@ -24,9 +27,9 @@ ASPECTS = ["sorting", "lists"]
 def poisoned(instruction: str, query: str, *, language: str | None = None) -> tuple[str, list, list]:
     ctx = env("infir", flavour="general" if language is None else "code")
     answers = [
-        InstructionPoisoning(negative_instruction=instruction)
+        InstructionPoisoning(aspects=ASPECTS, negative_instruction=instruction)
         if language is None
-        else CodeInstructionPoisoning(negative_instruction=instruction, language=language),
+        else CodeInstructionPoisoning(aspects=ASPECTS, negative_instruction=instruction, language=language),
         QueryPoisoning(aspects=ASPECTS, negative_query=query),
     ]
     replies = [ok(answer, key=f"key-{n}") for n, answer in enumerate(answers)]
@@ -53,7 +56,7 @@ def test_a_poisoned_pair_becomes_two_items_each_traced_to_the_positive() -> None
     assert instruction.item_id == item_id("poisoned_instruction", [POSITIVE.item_id], "I write Rust.")
     assert instruction.payload["role"] == NEGATIVE_INSTRUCTION and instruction.payload["instruction"] == "I write Rust."
     assert query.payload["role"] == NEGATIVE_QUERY and query.payload["query"] == "reverse a list"
-    assert query.payload["aspects"] == ASPECTS and "aspects" not in instruction.payload
+    assert query.payload["aspects"] == instruction.payload["aspects"] == ASPECTS
     assert (instruction.call_keys, query.call_keys) == (("key-0",), ("key-1",)), "each traces to its own call"
     assert instruction.payload["instruction_positive"] == "I write Python scripts." and (
         instruction.ord,
@@ -64,7 +67,7 @@ def test_a_poisoned_pair_becomes_two_items_each_traced_to_the_positive() -> None
 
 def test_a_failed_call_fails_the_pair() -> None:
     ctx = env("infir")
-    replies = [ok(InstructionPoisoning(negative_instruction="I write Rust.")), unusable()]
+    replies = [ok(InstructionPoisoning(aspects=ASPECTS, negative_instruction="I write Rust.")), unusable()]
     outcome = Poison(max_tokens=256).handle(at(ctx, "poison"), POSITIVE, replies)
     assert outcome.decision == "parse_error" and not outcome.items
     assert [v.call_key for v in outcome.verdicts] == ["key-bad"]
@@ -150,3 +153,15 @@ def test_a_tuple_is_kept_only_when_all_three_judgments_name_the_intended_passage
     assert missed.decision == "reject" and [v.decision for v in missed.verdicts] == ["pass", "pass", "reject"]
     broken = stage.handle(at(ctx, "validate"), TUPLE, [*replies(None)[:2], unusable()])
     assert broken.decision == "parse_error" and broken.verdicts[2].reason == "invalid JSON at `score`"
+
+
+@pytest.mark.parametrize("template", ["infir/poison_instruction", "infir/poison_query"])
+def test_both_poisonings_ask_the_papers_structure(template: str) -> None:
+    """InF-IR's appendix H poisons I- as it poisons Q-: the passage's two or three core aspects first, then a
+    negative that diverges from them (cause and effect reversed among the ways) in at least three significant
+    ways; the answer carries the aspects, so the step is taken, not skipped."""
+    texts = {"query": "q", "instruction": "i", "passage": "p", "flavour": "general"}
+    user = " ".join(Prompts().render(template, **texts).messages[-1]["content"].split())
+    for asked in ("two or three central points", "cause and effect swapped", "at least three significant ways"):
+        assert asked in user, asked
+    assert '"aspects"' in user

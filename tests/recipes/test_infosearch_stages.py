@@ -15,6 +15,7 @@ from ifsynth.flows.recipes.infosearch.panel import Ranker, Review, ReviewDocumen
 from ifsynth.flows.recipes.infosearch.reversal import ReverseInstructions
 from ifsynth.flows.run.stage import Outcome
 from ifsynth.flows.stages.assemble import Rows
+from ifsynth.prompts.registry import Prompts
 from ifsynth.schemas.answers import KeywordCondition, Reversal, query_negatives
 from ifsynth.schemas.records import ItemRecord
 from ifsynth.schemas.seeds import SeedPair, SeedPassage, SeedQuery
@@ -274,3 +275,11 @@ def test_release_rows_key_og_changed_and_reversed_over_the_core_querys_positives
         ("changed", "I want tides. For a layman."),
         ("reversed", "tides. Not for a layman."),
     ]
+
+
+def test_an_instruction_states_its_condition_without_negation() -> None:
+    """The reversal adds the negation; an instruction asked to rule the sibling conditions out would carry one
+    already, and its reversal would negate a negation."""
+    texts = {"dimension": "length", "query": "q", "condition": "sentence", "siblings": ["paragraph", "article"]}
+    user = " ".join(Prompts().render("infosearch/instructions", **texts).messages[-1]["content"].split())
+    assert "rules out" not in user and "stated positively" in user

@@ -66,7 +66,7 @@ def test_infir_kinds_read_through_their_models_up_to_the_tuple() -> None:
     (positive,) = instructions.handle(at(e, "instructions"), seed("infir"), [ok(answer)]).items
     poisoned = Poison(max_tokens=64).handle(
         at(e, "poison"), positive,
-        [ok(InstructionPoisoning(negative_instruction="I fly at dusk.")),
+        [ok(InstructionPoisoning(aspects=["tides", "sea"], negative_instruction="I fly at dusk.")),
          ok(QueryPoisoning(aspects=["tides", "sea"], negative_query="what is a wave"))],
     ).items  # fmt: skip
     assert [item.read(PoisonedItem).role for item in poisoned] == [NEGATIVE_INSTRUCTION, NEGATIVE_QUERY]

@@ -1,7 +1,8 @@
 """Poisoning (InF-IR): from (I+, Q+, P+), two independent calls write an altered instruction I- and an
 altered query Q-, each close to its original and misaligned with P+; the paper poisons them separately, so
-neither is written in the light of the other. They become two items, each the parent of the negative passage
-written for it, so a negative traces to the poisoned text behind it.
+neither is written in the light of the other. Both calls follow the paper's one structure: name the passage's
+two or three core aspects, then diverge from them in at least three significant ways. They become two items,
+each the parent of the negative passage written for it, so a negative traces to the poisoned text behind it.
 
 For the code flavour the I- answer also names its programming language; an I- whose language differs from
 I+'s is rejected by a rule (a retriever must not learn to tell them apart by language alone)."""
@@ -73,7 +74,13 @@ class Poison(LLMStage[ItemRecord]):
         poisoned_instruction = env.child(
             positive,
             "poisoned_instruction",
-            {**shared, "role": NEGATIVE_INSTRUCTION, "instruction": instruction, **named},
+            {
+                **shared,
+                "role": NEGATIVE_INSTRUCTION,
+                "instruction": instruction,
+                "aspects": list(answer.aspects),
+                **named,
+            },
             instruction,
             reply=for_instruction,
             ord=1,
