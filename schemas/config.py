@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import hashlib
-from typing import Any, Literal, Self
+import json
+from collections.abc import Sequence
+from typing import Annotated, Any, Literal, Self
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic.fields import FieldInfo
 
 StructuredOutput = Literal["json_schema", "json_object", "none"]
 Role = Literal["generator", "judge"]
@@ -138,27 +141,70 @@ class RunConfig(Config):
         return self.judge_model or self.model if role == "judge" else self.model
 
 
-def paper(value: Any, why: str = "") -> dict[str, Any]:
-    """What a setting's paper did (``json_schema_extra`` of its field), and why the default differs when it does:
-    the card's fidelity section lists every setting whose value is not the paper's."""
-    return {"paper": value, "why": why}
+def paper(value: Any) -> dict[str, Any]:
+    """What the authors did with a setting (``json_schema_extra``): the paper's value, or its release's where the
+    two disagree. A default that differs is on the recipe's fidelity list, with its reason."""
+    return {"paper": value}
 
 
-def deviations(params: BaseModel) -> list[dict[str, Any]]:
-    """The settings of ``params`` whose value differs from what the recipe's paper did, each with the reason the
-    default differs, or "set for this run" where the user chose the difference."""
+def unstated() -> dict[str, Any]:
+    """A setting the authors give no value for (an answer budget, a sample seed): no value of it departs from them."""
+    return {"paper_states": False}
+
+
+# An LLM answer's token budget: no paper states one.
+Budget = Annotated[int, Field(ge=16, json_schema_extra=unstated())]
+
+
+class Difference(Config):
+    """One way a recipe departs by default from what its authors did (their paper, or their release where the two
+    disagree). ``setting`` names the setting that takes the authors' way: the fidelity rows then show its values;
+    a difference no setting undoes says in ``paper`` and ``here`` what each does."""
+
+    what: str
+    why: str
+    setting: str | None = None
+    paper: str = ""
+    here: str = ""
+
+
+def declared(field: FieldInfo) -> dict[str, Any] | None:
+    """What a setting declares of the authors' value: ``paper()``, ``unstated()``, or nothing (None)."""
+    extra = field.json_schema_extra
+    return extra if isinstance(extra, dict) and ("paper" in extra or "paper_states" in extra) else None
+
+
+def fidelity(params: BaseModel, differences: Sequence[Difference]) -> list[dict[str, str]]:
+    """The rows of a release's (or, with default ``params``, a recipe's) fidelity table: every listed difference
+    the settings keep, then every stated setting this run set away from the authors' value on its own."""
     values = params.model_dump(mode="json", by_alias=True)
-    out = []
-    for name, field in type(params).model_fields.items():
-        extra = field.json_schema_extra
-        if not isinstance(extra, dict) or "paper" not in extra:
+    fields = {field.alias or name: field for name, field in type(params).model_fields.items()}
+    rows, listed = [], {d.setting for d in differences}
+    for d in differences:
+        if d.setting is None:
+            rows.append({"what": d.what, "paper": d.paper, "release": d.here, "why": d.why})
             continue
-        setting = field.alias or name
-        value, expected = values[setting], _json(extra["paper"])
-        if value != expected:
-            why = extra["why"] if value == _json(field.default) else "set for this run"
-            out.append({"setting": setting, "paper": expected, "value": value, "why": why})
-    return out
+        expected = _json((declared(fields[d.setting]) or {}).get("paper"))
+        if values[d.setting] != expected:
+            why = d.why if values[d.setting] == _json(fields[d.setting].default) else "set for this run"
+            rows.append({"what": d.what, **_values(d.setting, expected, values[d.setting]), "why": why})
+    for setting, field in fields.items():
+        extra = declared(field)
+        if setting in listed or extra is None or "paper" not in extra:
+            continue
+        expected = _json(extra["paper"])
+        if values[setting] != expected:
+            rows.append(
+                {"what": f"`{setting}`", **_values(setting, expected, values[setting]), "why": "set for this run"}
+            )
+    return rows
+
+
+def _values(setting: str, paper: Any, value: Any) -> dict[str, str]:
+    def shown(v: Any) -> str:
+        return f"`{setting}={v if isinstance(v, str) else json.dumps(v)}`"
+
+    return {"paper": shown(paper), "release": shown(value)}
 
 
 def _json(value: Any) -> Any:
@@ -169,9 +215,15 @@ def _json(value: Any) -> Any:
 class RecipeParams(Config):
     """Parameters shared by every recipe."""
 
-    seed: int = Field(0, description="seed of every sample and shuffle; also sent to the endpoint")
-    temperature: float = Field(1.0, ge=0, le=2, description="sampling temperature of generation stages")
-    judge_temperature: float = Field(0.0, ge=0, le=2, description="sampling temperature of judge stages")
+    seed: int = Field(
+        0, description="seed of every sample and shuffle; also sent to the endpoint", json_schema_extra=unstated()
+    )
+    temperature: float = Field(
+        1.0, ge=0, le=2, description="sampling temperature of generation stages", json_schema_extra=unstated()
+    )
+    judge_temperature: float = Field(
+        0.0, ge=0, le=2, description="sampling temperature of judge stages", json_schema_extra=unstated()
+    )
 
     def files(self) -> dict[str, tuple[str, ...]]:
         """The files these settings name, by setting. They are checked to exist before a run, not by a validator:
@@ -187,14 +239,15 @@ Selection = Literal["bands", "already_selected"]  # what the shared assemble add
 class SeedSelection(RecipeParams):
     """The settings of the shared seed selection: query and passage length percentile bands over the seeds."""
 
-    query_length_percentiles: tuple[float, float] = (25.0, 75.0)
-    passage_length_percentiles: tuple[float, float] = (25.0, 75.0)
-    passage_band: Band = "inside"
-    length_unit: Literal["chars", "words"] = "chars"
+    query_length_percentiles: tuple[float, float] = Field((25.0, 75.0), json_schema_extra=unstated())
+    passage_length_percentiles: tuple[float, float] = Field((25.0, 75.0), json_schema_extra=unstated())
+    passage_band: Band = Field("inside", json_schema_extra=unstated())
+    length_unit: Literal["chars", "words"] = Field("chars", json_schema_extra=unstated())
     select: Selection = Field(
         "bands",
         description="bands: keep the seeds inside length bands computed from them; already_selected: the seeds are "
         "a finished selection (InstructIR's released filtered_version), so only the one-positive rule applies",
+        json_schema_extra=unstated(),
     )
 
     @model_validator(mode="after")

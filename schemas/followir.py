@@ -86,15 +86,15 @@ class SyntheticDocument(Payload):
 
 
 class TrainingPair(Payload):
-    """A (query, narrative) with one relevant and one non-relevant document the judge agreed with
-    (kind ``training_pair``)."""
+    """A (query, narrative) with its first relevant and its first non-relevant document the judge agreed with,
+    one of them missing where the judge agreed with none of that label (kind ``training_pair``)."""
 
     query_id: str
     query: str
     instruction: str
-    positive: str
-    negative: str
-    items: dict[str, str] = Field(description="positive / negative -> the document's item id")
+    positive: str | None = None
+    negative: str | None = None
+    items: dict[str, str] = Field(description="positive / negative -> the document's item id, of those it has")
 
 
 class ShortForm(Payload):

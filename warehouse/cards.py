@@ -182,15 +182,27 @@ def markdown(card: dict[str, Any], *, endpoints: bool = False) -> str:
 
 
 def _fidelity(fidelity: dict[str, Any] | None) -> list[str]:
-    """How far the release is from its paper: the settings that differ, and the templates that wrote it."""
+    """How far the release is from its paper: the recipe's differences and settings, and the templates."""
     if not fidelity:
         return []
-    lines = ["", "## Fidelity", "", f"Paper: {fidelity['paper']}.", ""]
-    if fidelity["differs"]:
-        lines += ["| setting | paper | this release | why |", "|---|---|---|---|"]
-        lines += [f"| {d['setting']} | {d['paper']} | {d['value']} | {d['why']} |" for d in fidelity["differs"]]
-    else:
-        lines.append("Every setting the paper states has the paper's value.")
+    lines = ["", "## Fidelity", "", f"Paper: {fidelity['paper']}.", "", *fidelity_table(fidelity["differs"])]
     lines += ["", "| template | sha256 (16) |", "|---|---|"]
     lines += [f"| {name} | `{digest}` |" for name, digest in fidelity["templates"].items()]
+    return lines
+
+
+def fidelity_table(rows: Sequence[dict[str, str]]) -> list[str]:
+    """The rows of a recipe's fidelity list as one Markdown table: the card's, the README's and `ifsynth recipes
+    NAME`'s. A card stored before the list existed has rows of settings alone (``setting``, ``value``)."""
+    if not rows:
+        return ["Nothing differs from what the authors did."]
+    lines = ["| what | the authors | ifsynth | why |", "|---|---|---|---|"]
+    for row in rows:
+        cells = (
+            row.get("what", row.get("setting", "")),
+            row["paper"],
+            row.get("release", row.get("value")),
+            row["why"],
+        )
+        lines.append("| " + " | ".join(str(cell).replace("|", "\\|") for cell in cells) + " |")
     return lines

@@ -88,7 +88,7 @@ def training_rows(docs: list[dict], queries: list[dict], qrels: list[dict]) -> l
 
 
 def triplets(docs: list[dict], queries: list[dict], qrels: list[dict]) -> list[dict[str, str]]:
-    """One row per pair: anchor ``query narrative``, its relevant and its non-relevant document."""
+    """One row per pair with both documents: anchor ``query narrative``, its relevant and its non-relevant one."""
     text = {d["doc_id"]: d["text"] for d in docs}
     labelled: dict[str, dict[int, str]] = {}
     for r in qrels:
@@ -100,4 +100,5 @@ def triplets(docs: list[dict], queries: list[dict], qrels: list[dict]) -> list[d
             "negative": labelled[q["query_id"]][0],
         }
         for q in queries
+        if len(labelled.get(q["query_id"], {})) == 2
     ]

@@ -321,9 +321,25 @@ def demo(
 
 
 @app.command("recipes")
-def list_recipes(as_json: JsonFlag = False) -> None:
+def list_recipes(
+    name: Annotated[
+        str | None,
+        typer.Argument(help="A recipe: print its fidelity table, where its defaults depart from its authors and why."),
+    ] = None,
+    as_json: JsonFlag = False,
+) -> None:
     """List the installed recipes (ifsynth's own and those of other packages), with their papers."""
-    from ifsynth.flows.run.registry import recipes
+    from ifsynth.flows.run.registry import recipe, recipes
+
+    if name is not None:
+        from ifsynth.warehouse.cards import fidelity_table
+
+        fidelity = recipe(name).fidelity()
+        if as_json:
+            _json(fidelity)
+        else:
+            typer.echo("\n".join(fidelity_table(fidelity)))
+        return
 
     rows = [{"recipe": r.name, "summary": r.summary, "paper": r.paper} for r in recipes().values()]
     if as_json:

@@ -7,8 +7,8 @@ the score tokens, read from the answer's token log-probabilities. The judge runs
 as IFIR's code does (top 10, score tokens under probability 0.01 dropped).
 
 An IFIR release is judged level by level: each level's instruction on that level's scale (IFIR's prompts: 0-1,
-0-2 and 0-3, law 0-3 throughout), so one passage under two levels is two judgements. Its long passages are read
-in windows and graded by the best one.
+0-2 and 0-3, law 0-3 throughout), so one passage under two levels is two judgements. A passage is judged whole,
+as IFIR's judge code does: the paper's 512-token windows are for its embedding retrievers (appendix B).
 """
 
 from __future__ import annotations
@@ -20,7 +20,6 @@ from typing import Any
 from ifsynth.flows.evaluation import metrics
 from ifsynth.flows.evaluation.retrieval import Run
 from ifsynth.flows.evaluation.scoring import ReleaseView
-from ifsynth.flows.evaluation.windows import windows
 from ifsynth.flows.llm.gateway import Gateway
 from ifsynth.flows.llm.requests import Ask, Reply
 from ifsynth.flows.llm.route import public_url
@@ -36,7 +35,6 @@ TEMPLATE = "evaluate/instfol"
 STAGE = "instfol"
 K = 20
 MAXIMUM = 3
-WINDOW, OVERLAP = 512, 128  # IFIR's judge windows of a long passage, in words
 
 
 @dataclass(frozen=True)
@@ -138,12 +136,7 @@ def instfol(
         if row["instruction"]
     ]
     texts = _passages(warehouse, view.name, {doc for c in candidates for doc in (*c.c_q, *c.c_inst)})
-    jobs = [
-        (c, doc, piece)
-        for c in candidates
-        for doc in sorted({*c.c_q, *c.c_inst})
-        for piece in (_windows(texts.get(doc, "")) if view.levelled else [texts.get(doc, "")])
-    ]
+    jobs = [(c, doc, texts.get(doc, "")) for c in candidates for doc in sorted({*c.c_q, *c.c_inst})]
     prompts = Prompts()
     asks = [
         Ask(
@@ -166,10 +159,10 @@ def instfol(
         for c, _, piece in jobs
     ]
     replies = asyncio.run(_ask(judge.config(view.name, view.recipe), warehouse, f"evaluate:{view.name}", asks))
-    by_window: dict[tuple[str, str, str], list[float | None]] = {}
-    for (c, doc, _), reply in zip(jobs, replies, strict=True):
-        by_window.setdefault(c.key(doc), []).append(token_grade(reply, c.scale.maximum, settings.floor))
-    grades = {key: max((g for g in found if g is not None), default=None) for key, found in by_window.items()}
+    grades = {
+        c.key(doc): token_grade(reply, c.scale.maximum, settings.floor)
+        for (c, doc, _), reply in zip(jobs, replies, strict=True)
+    }
     if grades and all(g is None for g in grades.values()):
         failed = next((r.error for r in replies if r.error), None)
         why = f" ({failed})" if failed else "; INSTFOL needs an endpoint that returns them (OpenAI, vLLM)"
@@ -196,7 +189,7 @@ def instfol(
         scales: dict[str, dict[str | None, int]] = {}
         for c in candidates:
             scales.setdefault(c.mode, {})[c.scale.domain] = c.scale.maximum
-        detail |= {"maximum": scales, "judge_calls": len(jobs), "window": {"words": WINDOW, "overlap": OVERLAP}}
+        detail |= {"maximum": scales, "judge_calls": len(jobs)}
         report["modes"] = {mode: {name: metrics.mean(values.values())} for mode, values in per_query.items()}
     else:
         detail |= {"mode": modes[0], "maximum": maximum}
@@ -209,12 +202,6 @@ def _scale(view: ReleaseView, mode: str, query_id: str, maximum: int) -> Scale:
         return Scale(maximum)
     level, scheme = level_of(mode), view.scheme(mode, query_id)
     return Scale(scheme.judge_maximum[level - 1], level, scheme.domain)
-
-
-def _windows(text: str) -> list[str]:
-    """IFIR's judge windows: 512 tokens overlapping by 128, tokens counted here as whitespace-separated words
-    (no tokenizer is tied to the judge). A passage's grade is its best window's (MaxP)."""
-    return windows(text, WINDOW, WINDOW - OVERLAP)
 
 
 async def _ask(config: RunConfig, warehouse: Warehouse, run_id: str, asks: list[Ask]) -> list[Reply]:

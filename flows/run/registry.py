@@ -15,7 +15,7 @@ from functools import cache, cached_property
 from importlib.metadata import entry_points
 from typing import TYPE_CHECKING, Any
 
-from ifsynth.schemas.config import RecipeParams
+from ifsynth.schemas.config import Difference, RecipeParams, fidelity
 from ifsynth.schemas.errors import ConfigError
 from ifsynth.schemas.modes import RecipeMetrics
 
@@ -38,14 +38,15 @@ def _load(path: str) -> Any:
 class Recipe:
     """Everything ifsynth needs to know of a recipe.
 
-    ``stages`` is ``module:function``, the function building the stage list from the recipe's settings;
-    ``variants`` are settings that between them reach every stage the recipe has (FollowIR's train mode runs
-    other stages than its eval mode), so the templates derived from the stages are all of them. ``seeds`` is
-    ``module:function`` for a recipe that reads more than the run's one seed source (InfoSearch: one per
-    dimension). ``metrics`` are what ``evaluate`` scores its releases with. ``prompts`` is the package whose
-    ``<name>/`` folder holds the templates, ``demo`` the package whose ``demo_seeds/`` folder ``--seeds demo``
-    reads, and ``exports`` the recipe's own export formats, each ``module:function`` writing a release's rows
-    (``warehouse.export.Exporter``) beside the formats every release takes."""
+        ``stages`` is ``module:function``, the function building the stage list from the recipe's settings;
+        ``variants`` are settings that between them reach every stage the recipe has (FollowIR's train mode runs
+        other stages than its eval mode), so the templates derived from the stages are all of them. ``seeds`` is
+        ``module:function`` for a recipe that reads more than the run's one seed source (InfoSearch: one per
+        dimension). ``metrics`` are what ``evaluate`` scores its releases with. ``prompts`` is the package whose
+        ``<name>/`` folder holds the templates, ``demo`` the package whose ``demo_seeds/`` folder ``--seeds demo``
+        reads, and ``exports`` the recipe's own export formats, each ``module:function`` writing a release's rows
+        (``warehouse.export.Exporter``) beside the formats every release takes. ``differences`` is the recipe's
+    fidelity list (its ``fidelity.py``)."""
 
     name: str
     paper: str
@@ -58,6 +59,12 @@ class Recipe:
     demo: str = "ifsynth.flows"
     exports: Mapping[str, str] = field(default_factory=dict)
     summary: str = ""  # one line for `ifsynth run --help`
+    differences: tuple[Difference, ...] = ()  # where its defaults depart from its authors, each with its reason
+
+    def fidelity(self, params: RecipeParams | None = None) -> list[dict[str, str]]:
+        """The fidelity table's rows of a run with ``params`` (none: the defaults): what the card, the README and
+        `ifsynth recipes NAME` print."""
+        return fidelity(params or self.settings(), self.differences)
 
     @property
     def flow_entrypoint(self) -> str:

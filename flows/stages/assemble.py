@@ -13,7 +13,7 @@ from ifsynth.flows.llm.route import endpoint_summaries
 from ifsynth.flows.run.context import RunContext
 from ifsynth.flows.run.registry import recipe
 from ifsynth.flows.run.stage import Decided, Env, Outcome, RuleStage
-from ifsynth.schemas.config import NoisePool, deviations
+from ifsynth.schemas.config import NoisePool
 from ifsynth.schemas.infir import MODES, TupleItem
 from ifsynth.schemas.modes import INSTRUCTED
 from ifsynth.schemas.payloads import RewriteItem
@@ -240,7 +240,7 @@ def release_card(ctx: RunContext, assemble: StageCounts, **counts: int) -> dict[
         "params": ctx.params.model_dump(mode="json"),
         "fidelity": {
             "paper": recipe(ctx.recipe).paper,
-            "differs": deviations(ctx.params),
+            "differs": recipe(ctx.recipe).fidelity(ctx.params),
             "templates": {name: ctx.prompts.hash(name) for name in map(ctx.template, recipe(ctx.recipe).templates)},
         },
         "counts": counts,

@@ -2,7 +2,8 @@
 instruction (a narrative, an instruction level), yes or no, with the reason.
 
 A document longer than one window is judged window by window (FollowIR: 400 words, 200 apart, as it cut its
-documents) and is relevant when its best window is (MaxP). The uses differ in their inputs, their template and
+documents) and is relevant when its best window is (MaxP); without windows (IFIR, whose judge code grades a
+passage whole) it is judged whole. The uses differ in their inputs, their template and
 what a label decides:
 
 - FollowIR's ``rejudge`` and IFIR's ``recheck``: each instruction against each originally relevant (or
@@ -37,7 +38,7 @@ class LabelDocuments(LLMStage[Judged]):
     reads: ClassVar[type[Payload]] = PassageItem  # with what each is judged against, an ``InstructedItem``
     role: Role = "judge"
     pairs: Callable[[RunContext, str], list[list[Judged]]]
-    window_words: int
+    window_words: int | None  # none: the document whole
     window_stride: int
     rubric: str = "judge"  # the template: one rubric for all of a recipe's labels
     describe: Callable[[ItemRecord, ItemRecord], dict[str, Any]] | None = None  # what a label item records
@@ -59,7 +60,11 @@ class LabelDocuments(LLMStage[Judged]):
             self.ask(
                 env, RelevanceLabel, self.rubric, query=about.query, instruction=about.instruction, document=window
             )
-            for window in windows(document.passage, self.window_words, self.window_stride)
+            for window in (
+                windows(document.passage, self.window_words, self.window_stride)
+                if self.window_words is not None
+                else [document.passage]
+            )
         ]
 
     def handle(self, env: Env, entry: Judged, replies: list[Reply]) -> Outcome:

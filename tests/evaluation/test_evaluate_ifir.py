@@ -21,7 +21,7 @@ from tests.fake_openai import FakeOpenAI
 from tests.helpers import field, query
 
 RELEASE = "ifir-mini"
-LONG = release_id("aila", "long")  # 600 words, the instruction's mark at word 550: only the second window has it
+LONG = release_id("aila", "long")  # 600 words, the instruction's mark at word 550: past a 512-word window
 PASSAGES = {
     release_id("fiqa", "d1"): "A pension plan lets savers defer tax on retirement money.",
     release_id("fiqa", "d2"): "A teacher with a pension can pay the mortgage early and still retire.",
@@ -205,22 +205,24 @@ def test_instfol_per_level_on_each_subsets_scale(release: dict[str, Path]) -> No
         report = evaluate(wh, RELEASE, judged, metrics_of)
         calls = query(wh, "SELECT request, response, logprobs FROM llm_calls WHERE stage = 'instfol'")
     prompts = [json.loads(c["request"])["messages"][-1]["content"] for c in calls]
-    # (instruction, passage id) -> the grade of each window the judge read
-    windows: dict[tuple[str, str], list[float]] = {}
+    # (instruction, passage id) -> the grades the judge gave it
+    grades: dict[tuple[str, str], list[float]] = {}
     for call, prompt in zip(calls, prompts, strict=True):
         passage = field(prompt, "Passage")
         doc = next(doc for doc, text in PASSAGES.items() if passage in text)
-        windows.setdefault((field(prompt, "Instruction"), doc), []).append(recorded_grade(call))
+        grades.setdefault((field(prompt, "Instruction"), doc), []).append(recorded_grade(call))
 
-    long = sorted(windows[("Focus: eviction", LONG)])
-    assert len(long) == 2 and long[0] < long[1]  # 600 words: windows 1-512 and 385-600; only the second fits
+    # IFIR's judge code grades a passage whole (its 512-token windows are its embedders'): one grade, mark included
+    long_prompt = next(p for p in prompts if field(p, "Instruction") == "Focus: eviction" and "lorem" in p)
+    assert len(grades[("Focus: eviction", LONG)]) == 1 and field(long_prompt, "Passage") == PASSAGES[LONG]
 
     def instfol(qid: str, level: int) -> float:
         subset, _, _, instructions = next(q for q in QUERIES if release_id(q[0], q[1]) == qid)
         maximum = SCHEMES[subset].judge_maximum[level - 1]
 
         def grade(seed_doc: str) -> float:
-            return max(windows[(instructions[level - 1], release_id(subset, seed_doc))])  # the best window
+            (only,) = grades[(instructions[level - 1], release_id(subset, seed_doc))]
+            return only
 
         s_q = fmean(map(grade, BARE[qid]))
         s_inst = fmean(map(grade, INSTRUCTED[(qid, level)]))
@@ -241,7 +243,7 @@ def test_instfol_per_level_on_each_subsets_scale(release: dict[str, Path]) -> No
     }
     assert detail["without_logprobs"] == 0 and detail["queries"] == 8
 
-    # one request per (level, query, passage, window): the same passage under another level is judged again
+    # one request per (level, query, passage): the same passage under another level is judged again
     d1 = [p for p in prompts if field(p, "Passage") == PASSAGES["fiqa-d1"] and field(p, "Query").startswith("how")]
     assert sorted(field(p, "Instruction") for p in d1) == ["Focus: mortgage", "Focus: pension", "Focus: teacher"]
     level1 = next(p for p in prompts if field(p, "Instruction") == "Focus: pension")

@@ -129,7 +129,16 @@ def test_a_balanced_pair_holds_the_relevant_and_the_non_relevant_document() -> N
     assert (made.payload["positive"], made.payload["negative"]) == ("doc 1", "doc 3")
     assert made.payload["instruction"] == TOPIC["narrative"]
     assert made.payload["items"] == {"positive": "doc-1", "negative": "doc-3"}
-    short = balance(ctx, Agreed(topic, {1: document(1, 1)}))
+    # FollowIR-train keeps a pair the judge agreed with on one label only (about 1,800 rows over 1,200 pairs)
+    (one,) = balance(ctx, Agreed(topic, {1: document(1, 1)})).items
+    assert (one.payload["positive"], one.payload.get("negative"), one.payload["items"]) == (
+        "doc 1",
+        None,
+        {"positive": "doc-1"},
+    )
+    assert [r["doc_id"] for r in training_rows([one], {}).qrels] == ["f101_rel"]
+    assert balance(ctx, Agreed(topic, {})).decision == "reject"
+    short = balance(at(env("followir", mode="train", pair_needs="both"), "balance"), Agreed(topic, {1: document(1, 1)}))
     assert short.decision == "reject" and not short.items
     (verdict,) = short.verdicts
     assert verdict.reason == "balance: no non-relevant document that the judge agreed with"

@@ -10,7 +10,9 @@ from ifsynth.flows.recipes.ifir.assemble import corpus_rows, release_rows
 from ifsynth.flows.recipes.ifir.levels import WriteLevel, WriteLevel1
 from ifsynth.flows.recipes.ifir.nest import Checked, nest
 from ifsynth.flows.recipes.ifir.select import Candidate, SelectQueries
+from ifsynth.flows.run.registry import recipe
 from ifsynth.flows.run.stage import FollowUp, Outcome
+from ifsynth.flows.stages.labels import LabelDocuments
 from ifsynth.prompts.registry import Prompts
 from ifsynth.schemas.answers import LevelCheck, LevelInstruction
 from ifsynth.schemas.ifir import SCHEMES
@@ -127,7 +129,7 @@ def test_selection_rejects_a_query_short_of_relevant_passages_and_sets_aside_the
         Candidate("scifact_open", pair("6", "43"), drawn=True),
         Candidate("scifact_open", pair("7", "44", "45"), drawn=False),
     ]
-    (_, kept), (_, short), (_, undrawn) = SelectQueries().decide(at(env("ifir"), "select"), page)
+    (_, kept), (_, short), (_, undrawn) = SelectQueries().decide(at(env("ifir", min_relevant=2), "select"), page)
     query, *passages = kept.items
     assert kept.decision == "pass" and kept.n_out == 1 and query.group_id == "scifact_open-5"
     assert query.payload["relevant"] == ["scifact_open-40", "scifact_open-41", "scifact_open-42"]
@@ -139,6 +141,9 @@ def test_selection_rejects_a_query_short_of_relevant_passages_and_sets_aside_the
     assert short.decision == "reject" and rejected.status == "rejected" and short.n_out == 0
     assert short.verdicts[0].reason == "1 relevant passages; at least 2 needed"
     assert undrawn.decision == "set_aside" and not undrawn.items
+    # the paper sets no minimum (AILA averages 2.01 relevant passages): by default one relevant passage will do
+    ((_, one),) = SelectQueries().decide(at(env("ifir"), "select"), [page[1]])
+    assert one.decision == "pass"
 
 
 def level(number: int, status: ItemStatus = "ok", **fields: object) -> ItemRecord:
@@ -234,3 +239,20 @@ def test_a_level_takes_its_specifics_from_the_query_not_from_invention() -> None
     user = " ".join(Prompts().render("ifir/level", **texts).messages[-1]["content"].split())
     assert "Take the specifics from the query where it states them" in user
     assert "invent" not in user.lower()
+
+
+def test_the_recheck_reads_a_passage_whole_unless_windows_are_asked_for() -> None:
+    """IFIR's judge code grades a passage whole; its 512-token windows were its embedders'. A long AILA case is one
+    ask by default, and windows are one setting away."""
+    level = item("level2", "instruction", "aila-1", query="a tenant was evicted", instruction="I am the tenant.")
+    passage = item("select", "passage", "aila-1", passage=" ".join(["word"] * 1000))
+
+    def asks(**params: Any) -> list[Ask]:
+        ctx = env("ifir", "recheck", **params)
+        (recheck,) = [s for s in recipe("ifir").stage_list(ctx.params) if s.name == "recheck"]
+        assert isinstance(recheck, LabelDocuments)
+        return recheck.build(ctx, (level, passage))
+
+    (whole,) = asks()
+    assert " ".join(["word"] * 1000) in whole.prompt.messages[-1]["content"]
+    assert len(asks(window_words=512)) == 3  # words 1-512, 385-896, 769-1000

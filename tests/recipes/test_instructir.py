@@ -126,14 +126,15 @@ def test_defaults_are_the_releases_and_the_card_says_where_the_paper_differs(
         export(wh, release, "beir", tmp_path / "beir")
     params, fidelity = card["params"], card["fidelity"]
     assert (params["min_group_size"], params["noise_pool"], params["passage_band"]) == (6, "positives", "outside")
-    differs = {d["setting"]: d for d in fidelity["differs"]}
-    assert {name: (d["paper"], d["value"]) for name, d in differs.items()} == {
-        "passage_band": ("inside", "outside"),
-        "min_group_size": (7, 6),
-        "instructions_per_query": (10, 7),
+    differs = {d["what"]: d for d in fidelity["differs"]}
+    assert {what: (d["paper"], d["release"]) for what, d in differs.items()} == {
+        "passage length band": ("`passage_band=inside`", "`passage_band=outside`"),
+        "group filter": ("`min_group_size=7`", "`min_group_size=6`"),
+        "multi-line rewrites": ("the release's parser kept a rewrite's first line", "the whole rewrite"),
+        "`instructions_per_query`": ("`instructions_per_query=10`", "`instructions_per_query=7`"),
     }
-    assert differs["instructions_per_query"]["why"] == "set for this run"
-    assert "239 of its 1,267" in differs["min_group_size"]["why"]
+    assert differs["`instructions_per_query`"]["why"] == "set for this run"
+    assert "239 of its 1,267" in differs["group filter"]["why"]
     assert set(fidelity["templates"]) == {f"instructir/{t}" for t in ("instructions", "rewrite", "judge_relevance",
                                                                           "judge_specificity")}  # fmt: skip
     seed_positives = {p.positives[0].doc_id for p in open_source("demo").pairs()}
@@ -141,7 +142,7 @@ def test_defaults_are_the_releases_and_the_card_says_where_the_paper_differs(
     assert noise and noise <= seed_positives, "the noise is the other seed queries' positives"
     assert len(noise) == len(seed_positives) - 5
     readme = (tmp_path / "beir" / "README.md").read_text()
-    assert "## Fidelity" in readme and "| min_group_size | 7 | 6 |" in readme
+    assert "## Fidelity" in readme and "| group filter | `min_group_size=7` | `min_group_size=6` |" in readme
 
 
 def test_the_whole_corpus_is_one_setting_away_as_noise(server: FakeOpenAI, tmp_path: Path) -> None:

@@ -1,6 +1,7 @@
 """The FollowIR recipe: TREC narratives altered to narrow relevance, re-judged documents, a rerank pool; or
 training rows of synthetic documents labelled against a narrative (RECIPES.md §3)."""
 
+from ifsynth.flows.recipes.followir.fidelity import DIFFERENCES
 from ifsynth.flows.recipes.followir.settings import FollowIRParams
 from ifsynth.flows.run.registry import Recipe
 from ifsynth.schemas.modes import RecipeMetrics
@@ -15,4 +16,5 @@ RECIPE = Recipe(
     variants=({}, {"mode": "train"}),
     seeds="ifsynth.flows.recipes.followir.recipe:seed_sources",
     metrics=RecipeMetrics(ndcg=(5,), mrr=(), robustness=None),
+    differences=DIFFERENCES,
 )

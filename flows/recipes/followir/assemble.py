@@ -150,14 +150,15 @@ class AssembleTraining(Assemble):
         card = release_card(ctx, counts, pairs=len(items), rows=len(rows.qrels))
         card["notes"] = [
             "Training rows: per (query, narrative) one relevant and one non-relevant synthetic document, each judged",
-            "by the judge model to have the label it was written for (`--format followir`: `train.jsonl` and",
-            "`train.parquet`; `--format triplets`: anchor `query narrative`, positive, negative).",
+            "by the judge model to have the label it was written for; a pair the judge agreed with on one label only",
+            "keeps that one row, as FollowIR-train does (`--format followir`: `train.jsonl` and `train.parquet`;",
+            "`--format triplets`: anchor `query narrative`, positive, negative, of the pairs that have both).",
         ]
         publish(ctx, card, rows.docs, rows.queries, rows.qrels)
 
 
 def training_rows(pairs: list[ItemRecord], forms: dict[str, dict[str, str]]) -> Rows:
-    """Each pair's query (mode ``train``) and its two documents, ``<topic>_rel`` (score 1) and ``<topic>_nonrel``."""
+    """Each pair's query (mode ``train``) and its documents, ``<topic>_rel`` (score 1) and ``<topic>_nonrel``."""
     rows = Rows()
     for pair in pairs:
         p = pair.read(TrainingPair)
@@ -174,6 +175,8 @@ def training_rows(pairs: list[ItemRecord], forms: dict[str, dict[str, str]]) -> 
             }
         )
         for suffix, field, text, score in (("rel", "positive", p.positive, 1), ("nonrel", "negative", p.negative, 0)):
+            if text is None:
+                continue
             doc_id = f"{qid}_{suffix}"
             meta = json.dumps({"item": p.items[field], "label": score}, sort_keys=True)
             rows.docs.append({"doc_id": doc_id, "title": "", "text": text, "meta": meta})

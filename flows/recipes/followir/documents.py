@@ -1,6 +1,7 @@
 """FollowIR's training set: for each (query, narrative), the LLM writes documents meant to be relevant and
 documents meant not to be; a judge labels each (``labels.py``); ``balance`` keeps, per pair, one relevant and
-one non-relevant document whose judged label agrees with the intended one."""
+one non-relevant document whose judged label agrees with the intended one. A pair with only one of them keeps
+it, as the release did (about 1,800 rows over about 1,200 pairs); ``pair_needs=both`` drops such a pair."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from ifsynth.flows.llm.requests import Ask, Reply
+from ifsynth.flows.recipes.followir.settings import FollowIRParams
 from ifsynth.flows.recipes.followir.topics import is_topic
 from ifsynth.flows.run.context import RunContext
 from ifsynth.flows.run.stage import Decided, Env, LLMStage, Outcome, RuleStage
@@ -90,21 +92,22 @@ class BalancePairs(RuleStage[Agreed]):
 def balance(env: Env, entry: Agreed) -> Outcome:
     """The topic's training pair, or its rejection naming the document it lacks."""
     topic, kept = entry.topic, entry.documents
-    if 0 in kept and 1 in kept:
-        positive, negative = kept[1], kept[0]
+    assert isinstance(env.params, FollowIRParams)
+    if len(kept) == 2 or (kept and env.params.pair_needs == "one"):
+        documents = {field: kept[label] for label, field in ((1, "positive"), (0, "negative")) if label in kept}
         p = topic.read(Topic)
         payload = TrainingPair(
             query_id=p.query_id,
             query=p.query,
             instruction=p.narrative,
-            positive=positive.read(SyntheticDocument).passage,
-            negative=negative.read(SyntheticDocument).passage,
-            items={"positive": positive.item_id, "negative": negative.item_id},
+            **{field: document.read(SyntheticDocument).passage for field, document in documents.items()},
+            items={field: document.item_id for field, document in documents.items()},
         )
-        return Outcome("pass", items=[env.child(topic, "training_pair", payload, parents=[positive, negative])])
+        return Outcome("pass", items=[env.child(topic, "training_pair", payload, parents=list(documents.values()))])
     lacking = " and ".join(name for label, name in ((1, "relevant"), (0, "non-relevant")) if label not in kept)
     reason = f"balance: no {lacking} document that the judge agreed with"
-    verdict = env.verdict(topic.item_id, "reject", judge="rule", reason=reason, score=len(kept), threshold=2)
+    threshold = 2 if env.params.pair_needs == "both" else 1
+    verdict = env.verdict(topic.item_id, "reject", judge="rule", reason=reason, score=len(kept), threshold=threshold)
     return Outcome("reject", verdicts=[verdict], n_out=0)
 
 

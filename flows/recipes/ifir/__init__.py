@@ -1,5 +1,6 @@
 """The IFIR recipe: expert-domain queries with three nested instruction levels (RECIPES.md §5)."""
 
+from ifsynth.flows.recipes.ifir.fidelity import DIFFERENCES
 from ifsynth.flows.recipes.ifir.settings import IFIRParams
 from ifsynth.flows.run.registry import Recipe
 from ifsynth.schemas.modes import RecipeMetrics
@@ -13,4 +14,5 @@ RECIPE = Recipe(
     stages="ifsynth.flows.recipes.ifir.recipe:stages",
     seeds="ifsynth.flows.recipes.ifir.recipe:seed_sources",
     metrics=RecipeMetrics(ndcg=(20,), mrr=(20,), map=False, robustness=None),
+    differences=DIFFERENCES,
 )

@@ -6,7 +6,7 @@ from typing import Any
 
 from pydantic import Field, field_validator, model_validator
 
-from ifsynth.schemas.config import RecipeParams
+from ifsynth.schemas.config import Budget, RecipeParams, paper, unstated
 from ifsynth.schemas.ifir import DEFAULT_SUBSET, DOMAINS, SCHEMES, Domain, Scheme
 
 
@@ -14,16 +14,38 @@ class IFIRParams(RecipeParams):
     """IFIR: per expert domain, seed queries with three instruction levels written bottom-up, each level's
     relevant passages re-checked so that they nest."""
 
-    domains: tuple[Domain, ...] = Field(DOMAINS, min_length=1, description="domains this run builds")
-    subsets: dict[Domain, str] = Field(
-        DEFAULT_SUBSET, description="the IFIR subset (level scheme) each domain uses: fiqa, scifact_open, aila, pm"
+    domains: tuple[Domain, ...] = Field(
+        DOMAINS, min_length=1, description="domains this run builds", json_schema_extra=paper(list(DOMAINS))
     )
-    sources: dict[str, str] = Field({}, description="subset -> its seed source; default: the run's --seeds")
-    min_relevant: int = Field(2, ge=1, description="a seed query needs at least this many relevant passages")
-    window_words: int = Field(512, ge=10, description="judge passages in windows of this many words (IFIR: 512 tokens)")
-    window_stride: int = Field(384, ge=1, description="words between the starts of two windows (128 overlap)")
-    max_tokens_level: int = Field(512, ge=16)
-    max_tokens_judge: int = Field(512, ge=16)
+    subsets: dict[Domain, str] = Field(
+        DEFAULT_SUBSET,
+        description="the IFIR subset (level scheme) each domain uses: fiqa, scifact_open, aila, pm",
+        json_schema_extra=unstated(),
+    )
+    sources: dict[str, str] = Field(
+        {}, description="subset -> its seed source; default: the run's --seeds", json_schema_extra=unstated()
+    )
+    min_relevant: int = Field(
+        1,
+        ge=1,
+        description="a seed query needs at least this many relevant passages (the paper sets no minimum)",
+        json_schema_extra=paper(1),
+    )
+    window_words: int | None = Field(
+        None,
+        ge=10,
+        description="none: the re-check reads a passage whole, as IFIR's judge code does; a number: windows of that "
+        "many words, the best one counting (MaxP)",
+        json_schema_extra=paper(None),
+    )
+    window_stride: int = Field(
+        384,
+        ge=1,
+        description="with window_words: words between the starts of two windows",
+        json_schema_extra=unstated(),
+    )
+    max_tokens_level: Budget = 512
+    max_tokens_judge: Budget = 512
 
     @field_validator("subsets", mode="before")
     @classmethod
@@ -39,7 +61,7 @@ class IFIRParams(RecipeParams):
         wrong = [d for d in self.domains if SCHEMES[self.subsets[d]].domain != d]
         if wrong:
             raise ValueError(f"subsets: {', '.join(f'{d} -> {self.subsets[d]}' for d in wrong)} is another domain's")
-        if self.window_stride > self.window_words:
+        if self.window_words is not None and self.window_stride > self.window_words:
             raise ValueError("window_stride must not exceed window_words (windows would skip words)")
         return self
 

@@ -1,5 +1,6 @@
 """The InF-IR recipe: training tuples with poisoned instructions and queries (RECIPES.md §4)."""
 
+from ifsynth.flows.recipes.infir.fidelity import DIFFERENCES
 from ifsynth.flows.recipes.infir.settings import InfIRParams
 from ifsynth.flows.run.registry import Recipe
 from ifsynth.schemas.modes import RecipeMetrics
@@ -11,4 +12,5 @@ RECIPE = Recipe(
     settings=InfIRParams,
     stages="ifsynth.flows.recipes.infir.recipe:stages",
     metrics=RecipeMetrics(ndcg=(10,), mrr=(10,), robustness=None),
+    differences=DIFFERENCES,
 )

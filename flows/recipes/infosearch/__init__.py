@@ -1,6 +1,7 @@
 """The InfoSearch recipe: six document dimensions, each core query with an instructed, a reversed and a
 plain mode (RECIPES.md §2)."""
 
+from ifsynth.flows.recipes.infosearch.fidelity import DIFFERENCES
 from ifsynth.flows.recipes.infosearch.settings import InfoSearchParams
 from ifsynth.flows.run.registry import Recipe
 from ifsynth.schemas.modes import RecipeMetrics
@@ -14,4 +15,5 @@ RECIPE = Recipe(
     stages="ifsynth.flows.recipes.infosearch.recipe:stages",
     seeds="ifsynth.flows.recipes.infosearch.recipe:seed_sources",
     metrics=RecipeMetrics(ndcg=(10,), mrr=(1,), map=False, robustness=10),
+    differences=DIFFERENCES,
 )

@@ -6,7 +6,7 @@ from typing import Any, Literal
 
 from pydantic import Field, model_validator
 
-from ifsynth.schemas.config import Config, RecipeParams, paper
+from ifsynth.schemas.config import Budget, Config, RecipeParams, paper, unstated
 
 
 class Dimension(Config):
@@ -101,11 +101,20 @@ DIMENSIONS: dict[str, Dimension] = {
 
 
 class InfoSearchParams(RecipeParams):
-    dimensions: tuple[str, ...] = Field(tuple(DIMENSIONS), min_length=1, description="dimensions this run builds")
-    dimension_specs: dict[str, Dimension] = Field(
-        DIMENSIONS, description="the dimension definitions; a partial entry overrides the defaults key by key"
+    dimensions: tuple[str, ...] = Field(
+        tuple(DIMENSIONS),
+        min_length=1,
+        description="dimensions this run builds",
+        json_schema_extra=paper(list(DIMENSIONS)),
     )
-    keyword_documents: tuple[int, int] = Field((2, 3), description="positives per keyword-dimension query: min, max")
+    dimension_specs: dict[str, Dimension] = Field(
+        DIMENSIONS,
+        description="the dimension definitions; a partial entry overrides the defaults key by key",
+        json_schema_extra=unstated(),
+    )
+    keyword_documents: tuple[int, int] = Field(
+        (2, 3), description="positives per keyword-dimension query: min, max", json_schema_extra=unstated()
+    )
     translate_language: bool = Field(
         False,
         description="make the Chinese document by translating the English one instead of reading Chinese seeds",
@@ -118,7 +127,13 @@ class InfoSearchParams(RecipeParams):
         description="hard negatives generated per positive of a core query (the paper's corpus: #D = 4 x #I)",
         json_schema_extra=paper(3),
     )
-    min_rewrite_score: int = Field(4, ge=1, le=5, description="keep a rewrite whose relevance score is at least this")
+    min_rewrite_score: int = Field(
+        4,
+        ge=1,
+        le=5,
+        description="keep a rewrite whose relevance score is at least this",
+        json_schema_extra=unstated(),
+    )
     panel_depth: int = Field(
         50, ge=1, description="a panel ranker misses a positive it ranks below this", json_schema_extra=paper(50)
     )
@@ -129,26 +144,44 @@ class InfoSearchParams(RecipeParams):
         description="reject a positive that at least this share of the panel misses (the paper: 6 of 12)",
         json_schema_extra=paper(0.5),
     )
-    panel_runs: tuple[str, ...] = Field((), description="TREC run files of further panel rankers, over core queries")
+    panel_runs: tuple[str, ...] = Field(
+        (), description="TREC run files of further panel rankers, over core queries", json_schema_extra=unstated()
+    )
     panel_min_rankers: int = Field(
         2,
         ge=1,
         description="rankers a panel needs before its flags reject (BM25 alone only flags)",
-        json_schema_extra=paper(12, "the paper's twelve retrievers are not here: BM25 plus the runs you pass"),
+        json_schema_extra=paper(12),
     )
-    min_reversal_score: int = Field(4, ge=1, le=5, description="keep a reversal that negates at least this clearly")
-    max_negative_score: int = Field(2, ge=1, le=5, description="keep a query negative scored at most this")
+    min_reversal_score: int = Field(
+        4, ge=1, le=5, description="keep a reversal that negates at least this clearly", json_schema_extra=unstated()
+    )
+    max_negative_score: int = Field(
+        2, ge=1, le=5, description="keep a query negative scored at most this", json_schema_extra=unstated()
+    )
     min_negative_overlap: float = Field(
-        0.5, ge=0, le=1, description="share of the query's content words a query negative must use"
+        0.5,
+        ge=0,
+        le=1,
+        description="share of the query's content words a query negative must use",
+        json_schema_extra=unstated(),
     )
-    min_cjk_share: float = Field(0.5, ge=0, le=1, description="CJK share of the letters a Chinese text needs")
-    max_cjk_share: float = Field(0.05, ge=0, le=1, description="CJK share of the letters a Latin-script text may have")
-    max_tokens_keyword: int = Field(256, ge=16)
-    max_tokens_rewrite: int = Field(2048, ge=16)
-    max_tokens_instruction: int = Field(256, ge=16)
-    max_tokens_reversal: int = Field(256, ge=16)
-    max_tokens_negatives: int = Field(4096, ge=16)
-    max_tokens_judge: int = Field(512, ge=16)
+    min_cjk_share: float = Field(
+        0.5, ge=0, le=1, description="CJK share of the letters a Chinese text needs", json_schema_extra=unstated()
+    )
+    max_cjk_share: float = Field(
+        0.05,
+        ge=0,
+        le=1,
+        description="CJK share of the letters a Latin-script text may have",
+        json_schema_extra=unstated(),
+    )
+    max_tokens_keyword: Budget = 256
+    max_tokens_rewrite: Budget = 2048
+    max_tokens_instruction: Budget = 256
+    max_tokens_reversal: Budget = 256
+    max_tokens_negatives: Budget = 4096
+    max_tokens_judge: Budget = 512
 
     def files(self) -> dict[str, tuple[str, ...]]:
         return {"panel_runs": self.panel_runs}

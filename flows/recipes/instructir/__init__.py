@@ -1,6 +1,7 @@
 """The InstructIR recipe: user-aligned instructions for a query's positive, the positive revised for each, two
 judges and a group filter (RECIPES.md §1)."""
 
+from ifsynth.flows.recipes.instructir.fidelity import DIFFERENCES
 from ifsynth.flows.recipes.instructir.settings import InstructIRParams
 from ifsynth.flows.run.registry import Recipe
 from ifsynth.schemas.modes import RecipeMetrics
@@ -13,4 +14,5 @@ RECIPE = Recipe(
     settings=InstructIRParams,
     stages="ifsynth.flows.recipes.instructir.recipe:stages",
     metrics=RecipeMetrics(ndcg=(10,), mrr=(10,), robustness=10),
+    differences=DIFFERENCES,
 )
