@@ -72,6 +72,7 @@ def audit(
 
 BARS = "▁▂▃▄▅▆▇█"
 BINS = 8
+EMPTY = "·"  # a bin with no value: a space would vanish in HTML
 
 
 def reasons(warehouse: Warehouse, ref: str | None = None, stage: str | None = None) -> list[dict[str, Any]]:
@@ -90,7 +91,7 @@ def _spread(values: list[float]) -> dict[str, Any]:
     q1, median, q3 = (float(q) for q in np.quantile(values, [0.25, 0.5, 0.75]))
     counts, _ = np.histogram(values, bins=min(BINS, len(set(values))))
     top = int(counts.max())
-    bars = "".join(BARS[math.ceil(int(c) / top * len(BARS)) - 1] if c else " " for c in counts)
+    bars = "".join(BARS[math.ceil(int(c) / top * len(BARS)) - 1] if c else EMPTY for c in counts)
     return {"min": values[0], "quartiles": [q1, median, q3], "max": values[-1], "histogram": bars}
 
 
