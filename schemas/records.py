@@ -82,7 +82,8 @@ class ItemRecord(Record):
 
 
 class VerdictRecord(Record):
-    """One decision about one item; human verdicts override machine ones."""
+    """One decision about one item; human verdicts override machine ones. ``rule`` names what was checked without
+    the measured value (``score``) or the limit (``threshold``), so reasons group by rule with no parsing of text."""
 
     run_id: str
     item_id: str
@@ -94,6 +95,7 @@ class VerdictRecord(Record):
     reason: str = ""
     call_key: str | None = None
     created_at: datetime = Field(default_factory=datetime.now)
+    rule: str = ""
 
 
 class StageCounts(Record):

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import json
+import math
 from typing import Any
+
+import numpy as np
 
 from ifsynth.schemas.errors import UnknownItem
 from ifsynth.warehouse.store import Warehouse
@@ -65,6 +68,50 @@ def audit(
     lists every judge that failed it at that stage in ``failed_judges``. An item whose call failed or gave no
     usable answer says whether a rerun may cure that (``failure``: transient or terminal)."""
     return warehouse.decided_items(warehouse.run(ref).run_id, stage=stage, status=status, limit=limit)
+
+
+BARS = "▁▂▃▄▅▆▇█"
+BINS = 8
+EMPTY = "·"  # a bin with no value: a space would vanish in HTML
+
+
+def reasons(warehouse: Warehouse, ref: str | None = None, stage: str | None = None) -> list[dict[str, Any]]:
+    """Why items left: one row per (stage, judge, decision, rule) with its count, the spread of the values it
+    measured (range, quartiles and a text histogram of ``BINS`` bars) and the thresholds it held them to."""
+    rows = warehouse.removal_reasons(warehouse.run(ref).run_id, stage)
+    for row in rows:
+        scores = row.pop("scores") or []
+        low, high = row.pop("threshold_min"), row.pop("threshold_max")
+        row["measured"] = _spread(scores) if scores else None
+        row["threshold"] = None if low is None else {"min": low, "max": high}
+    return rows
+
+
+def _spread(values: list[float]) -> dict[str, Any]:
+    q1, median, q3 = (float(q) for q in np.quantile(values, [0.25, 0.5, 0.75]))
+    counts, _ = np.histogram(values, bins=min(BINS, len(set(values))))
+    top = int(counts.max())
+    bars = "".join(BARS[math.ceil(int(c) / top * len(BARS)) - 1] if c else EMPTY for c in counts)
+    return {"min": values[0], "quartiles": [q1, median, q3], "max": values[-1], "histogram": bars}
+
+
+def spread_text(row: dict[str, Any]) -> tuple[str, str]:
+    """A reasons row's measured values (range, median, histogram) and thresholds, as two short texts."""
+    measured, threshold = row["measured"], row["threshold"]
+    shown = ""
+    if measured is not None:
+        span = (
+            f"{measured['min']:g}" if measured["min"] == measured["max"] else f"{measured['min']:g}-{measured['max']:g}"
+        )
+        shown = f"{span} (median {measured['quartiles'][1]:g}) {measured['histogram']}".rstrip()
+    limit = ""
+    if threshold is not None:
+        limit = (
+            f"{threshold['min']:g}"
+            if threshold["min"] == threshold["max"]
+            else f"{threshold['min']:g}-{threshold['max']:g}"
+        )
+    return shown, limit
 
 
 def show(warehouse: Warehouse, item: str, ref: str | None = None) -> dict[str, Any]:

@@ -147,3 +147,6 @@ CREATE TABLE IF NOT EXISTS llm_batches (
 
 -- Inputs a stage left aside without judging them (eligible seeds beyond --limit), so every funnel row adds up.
 ALTER TABLE stage_counts ADD COLUMN IF NOT EXISTS set_aside INTEGER DEFAULT 0;
+
+-- The rule a verdict applied, without its measured value (score) or limit (threshold): what reasons group by.
+ALTER TABLE verdicts ADD COLUMN IF NOT EXISTS rule VARCHAR;

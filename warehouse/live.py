@@ -30,6 +30,7 @@ QUERIES: dict[str, Callable[..., Any]] = {
     "runs": audit.runs,
     "funnel": audit.funnel,
     "audit": audit.audit,
+    "reasons": audit.reasons,
     "show": audit.show,
 }
 TIMEOUT = 5.0

@@ -98,11 +98,13 @@ def _words(texts: Sequence[str]) -> dict[str, float | None]:
     return {"mean": statistics.fmean(lengths), "median": float(statistics.median(lengths)), "n": len(lengths)}
 
 
-def find_release(warehouse: Warehouse, ref: str) -> str:
-    """A release by its name, or the release of a run (by id or name)."""
+def find_release(warehouse: Warehouse, ref: str | None) -> str:
+    """A release by its name, or the release of a run (by id or name; the newest run by default)."""
     try:
         return release_for(warehouse, ref)
     except UnknownRun:
+        if ref is None:  # no run at all: say that
+            raise
         raise UnknownRelease(ref) from None
 
 

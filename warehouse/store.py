@@ -58,6 +58,7 @@ _ARROW = {
             ("reason", _STR),
             ("call_key", _STR),
             ("created_at", pa.timestamp("us")),
+            ("rule", _STR),
         ]
     ),
     "llm_calls": pa.schema(
@@ -714,13 +715,18 @@ class Warehouse:
             [run_id],
         )
 
-    def removal_reasons(self, run_id: str, limit: int) -> list[dict[str, Any]]:
-        """The reasons machine verdicts that did not pass gave most often, by stage and judge, with counts."""
+    def removal_reasons(self, run_id: str, stage: str | None = None) -> list[dict[str, Any]]:
+        """Machine verdicts that did not pass, grouped by stage, judge, decision and rule (by reason where a
+        verdict names no rule: a file an older ifsynth wrote, or a judge's own words), most frequent first; each
+        group with its count, its measured values and thresholds, and one reason as an example."""
+        rule = "coalesce(nullif(rule, ''), reason)" if self._has_column("verdicts", "rule") else "reason"
         return self._sql(
-            "SELECT stage, judge, decision, reason, count(*) AS n FROM verdicts "
-            "WHERE run_id = ? AND decision <> 'pass' AND judge NOT LIKE 'human%' "
-            "GROUP BY ALL ORDER BY n DESC, stage, reason LIMIT ?",
-            [run_id, limit],
+            f"SELECT stage, judge, decision, {rule} AS rule, count(*) AS n, "
+            "list(score ORDER BY score) FILTER (WHERE score IS NOT NULL) AS scores, "
+            "min(threshold) AS threshold_min, max(threshold) AS threshold_max, min(reason) AS example "
+            "FROM verdicts WHERE run_id = ? AND decision <> 'pass' AND judge NOT LIKE 'human%' "
+            "AND (?::VARCHAR IS NULL OR stage = ?) GROUP BY ALL ORDER BY n DESC, stage, judge, rule",
+            [run_id, stage, stage],
         )
 
     def reviewable_verdicts(

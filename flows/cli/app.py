@@ -19,6 +19,7 @@ import typer
 from rich.console import Console
 from rich.table import Column, Table
 
+from ifsynth.flows.cli.tables import Col, fitted
 from ifsynth.schemas.errors import (
     BudgetExhausted,
     ConfigError,
@@ -358,20 +359,36 @@ def runs(ctx: typer.Context, as_json: JsonFlag = False) -> None:
     if as_json:
         _json(rows)
         return
-    table = Table(Column("run", no_wrap=True), "name", "recipe", "status", "started", "accepted", "cost")
-    for r in rows:
-        name = "" if r["name"] == r["run_id"] else r["name"]
-        cost = "" if r["cost_usd"] is None else f"${r['cost_usd']:.4f}"
-        table.add_row(
-            r["run_id"], name, r["recipe"], r["status"], f"{r['started_at']:%Y-%m-%d %H:%M}", str(r["accepted"]), cost
-        )
-    out.print(table)
+    columns = [Col("run"), Col("name", text=True), Col("recipe", spare=1), Col("status"), Col("started", spare=2),
+               Col("accepted", justify="right"), Col("cost", justify="right")]  # fmt: skip
+    cells = [
+        [
+            r["run_id"],
+            "" if r["name"] == r["run_id"] else r["name"],
+            r["recipe"],
+            r["status"],
+            f"{r['started_at']:%Y-%m-%d %H:%M}",
+            str(r["accepted"]),
+            "" if r["cost_usd"] is None else f"${r['cost_usd']:.4f}",
+        ]
+        for r in rows
+    ]
+    out.print(fitted(out, columns, cells))
 
 
 @app.command()
-def funnel(ctx: typer.Context, run_ref: RunArg = None, as_json: JsonFlag = False) -> None:
+def funnel(
+    ctx: typer.Context,
+    run_ref: RunArg = None,
+    reasons: Annotated[
+        bool, typer.Option("--reasons", help="Also why items left: per stage and rule, how many and what it measured.")
+    ] = False,
+    as_json: JsonFlag = False,
+) -> None:
     """How many items each stage took in, kept, rejected, failed to parse or lost."""
     report = _read(ctx, "funnel", ref=run_ref)
+    if reasons:
+        report["reasons"] = _read(ctx, "reasons", ref=report["run"])
     if as_json:
         _json(report)
     else:
@@ -380,21 +397,25 @@ def funnel(ctx: typer.Context, run_ref: RunArg = None, as_json: JsonFlag = False
         now = report.get("in_progress")
         if now:
             out.print(f"in progress: {now['stage']} {now['done']}/{now['total']}")
+        if reasons:
+            _print_reasons(report["reasons"])
 
 
 def _print_funnel(report: dict[str, Any]) -> None:
     columns = ("in", "out", "set_aside", "rejected", "parse_error", "failed", "cached", "sent")
-    table = Table(Column("stage", no_wrap=True), *(c.replace("_", " ") for c in columns))
+    headers = ("in", "out", "aside", "rejected", "unparsed", "failed", "cached", "sent")
+    rows: list[list[str]] = []
     for s in report["stages"]:
-        table.add_row(s["stage"], *(str(s[k]) for k in columns))
+        rows.append([s["stage"], *(str(s[k]) for k in columns)])
         for j in s.get("judges", []):
             share = "" if j["yield"] is None else f" ({j['yield']:.0%})"
             name = j["judge"].removeprefix("llm:").replace("negative_", "neg. ")
-            table.add_row(f" {name}", str(j["judged"]), f"{j['passed']}{share}", "", str(j["rejected"]), "", "")
+            rows.append([f" {name}", str(j["judged"]), f"{j['passed']}{share}", "", str(j["rejected"]), "", "", "", ""])
         if s.get("judges") and s["in"]:
-            table.add_row(" all three" if len(s["judges"]) == 3 else " all", str(s["in"]),
-                          f"{s['out']} ({s['out'] / s['in']:.0%})", "", "", "")  # fmt: skip
-    out.print(table)
+            rows.append([" all three" if len(s["judges"]) == 3 else " all", str(s["in"]),
+                         f"{s['out']} ({s['out'] / s['in']:.0%})", "", "", "", "", "", ""])  # fmt: skip
+    spare = {"cached": 1, "sent": 2}  # the line below the table gives their totals
+    out.print(fitted(out, [Col("stage"), *(Col(h, spare=spare.get(h, 0), justify="right") for h in headers)], rows))
     calls = report["llm_calls"]
     out.print(
         f"accepted {report['accepted']}; LLM calls: {calls['sent']} sent, {calls['cached']} from cache, "
@@ -420,18 +441,36 @@ def audit(
     if as_json:
         _json(rows)
         return
-    table = Table(Column("item", no_wrap=True), "status", "decided by", "judge", "score", "reason")
-    for r in rows:
-        score = "" if r["score"] is None else f"{r['score']:g}"
-        table.add_row(
+    columns = [Col("item"), Col("status"), Col("stage", spare=1), Col("judge", spare=2, text=True),
+               Col("score", justify="right"), Col("reason", text=True)]  # fmt: skip
+    cells = [
+        [
             r["item_id"],
             r["status"],
             r["decided_by"] or r["made_by"],
             ", ".join(r["failed_judges"] or []) or r["judge"] or "",
-            score,
+            "" if r["score"] is None else f"{r['score']:g}",
             f"{r['failure']}: {r['reason']}" if r["failure"] else r["reason"] or "",  # may a rerun cure it?
-        )
-    out.print(table)
+        ]
+        for r in rows
+    ]
+    out.print(fitted(out, columns, cells))
+    if status not in ("ok", "accepted"):
+        out.print("Why items left, by rule:")
+        _print_reasons(_read(ctx, "reasons", ref=run_ref, stage=stage))
+
+
+def _print_reasons(rows: list[dict[str, Any]]) -> None:
+    """Per stage, judge and rule: how many items it removed, the range, median and histogram of what it measured,
+    and the threshold it held them to."""
+    cells = []
+    for r in rows:
+        measured, threshold = audit_queries.spread_text(r)
+        rule = r["rule"] if r["decision"] == "reject" else f"{r['decision']}: {r['rule']}"
+        cells.append([f"{r['stage']}\n{r['judge']}", rule, str(r["n"]), measured.replace(") ", ")\n", 1), threshold])
+    columns = [Col("stage, judge"), Col("rule", text=True), Col("n", justify="right"), Col("measured"),
+               Col("limit", justify="right")]  # fmt: skip
+    out.print(fitted(out, columns, cells))
 
 
 @app.command()
@@ -659,7 +698,9 @@ def _stat_rows(report: dict[str, Any]) -> list[tuple[str, str]]:
 @app.command()
 def evaluate(
     ctx: typer.Context,
-    release: Annotated[str, typer.Argument(help="A release name, or a run id or name.")],
+    release: Annotated[
+        str | None, typer.Argument(help="A release name, or a run id or name; the newest run's by default.")
+    ] = None,
     retriever: Annotated[str | None, typer.Option(help="bm25: retrieve with the built-in BM25 (bm25s).")] = None,
     run_file: Annotated[
         Path | None, typer.Option("--run", help="Score this TREC run (qid Q0 docid rank score tag) instead.")

@@ -21,6 +21,7 @@ from ifsynth.warehouse.stats import release_meta
 from ifsynth.warehouse.store import Warehouse
 
 SAMPLES_PER_STAGE = 3
+REASON_ROWS = 40
 _ONE = {"instructions": "instruction", "queries": "query", "passages": "passage"}
 _STYLE = """
 body { font-family: system-ui, sans-serif; margin: 2rem auto; max-width: 1100px; color: #222; }
@@ -67,10 +68,7 @@ def _run_sections(warehouse: Warehouse, run_id: str) -> list[str]:
     )
     sections = ["<h2>Funnel</h2>", _chart(figure)]
     sections += ["<h2>Judges' scores</h2>", *_score_charts(warehouse.scored_verdicts(run_id))]
-    sections += [
-        "<h2>Rejection reasons</h2>",
-        _table(warehouse.removal_reasons(run_id, limit=25), ("stage", "judge", "decision", "reason", "n")),
-    ]
+    sections += ["<h2>Rejection reasons</h2>", _reasons(warehouse, run_id)]
     sections += ["<h2>Samples per stage</h2>"]
     for stage in stages:
         rows = audit.audit(warehouse, run_id, stage=stage, status=None, limit=SAMPLES_PER_STAGE)
@@ -100,6 +98,18 @@ def _run_sections(warehouse: Warehouse, run_id: str) -> list[str]:
         columns = ("stage", "requests", "prompt_tokens", "completion_tokens", "cost")
         sections += ["<h2>Tokens and cost per stage</h2>", _chart(figure), _table(usage, columns)]
     return sections
+
+
+def _reasons(warehouse: Warehouse, run_id: str) -> str:
+    """One row per rule a stage applied, with how often it removed an item and the spread of what it measured."""
+    found = audit.reasons(warehouse, run_id)
+    rows = []
+    for row in found[:REASON_ROWS]:
+        measured, threshold = audit.spread_text(row)
+        rows.append({**row, "measured": measured, "threshold": threshold})
+    table = _table(rows, ("stage", "judge", "decision", "rule", "n", "measured", "threshold"))
+    # a run an older ifsynth made has no rules: its reasons group by their text, one row per measured value
+    return table + (f"<p>The {REASON_ROWS} most frequent of {len(found)}.</p>" if len(found) > REASON_ROWS else "")
 
 
 def _score_charts(rows: Sequence[dict[str, Any]]) -> list[str]:

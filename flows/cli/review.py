@@ -1,7 +1,8 @@
 """`ifsynth review export|import`: the review round trip for people who review in a spreadsheet or a notebook.
 
 The file holds one row per LLM verdict with the texts a person needs (the query, the instruction, the text the
-judge read) and empty human columns; importing it writes each filled row as a ``human:<reviewer>`` verdict.
+judge read and the one it was written from) and empty human columns; importing it writes each filled row as a
+``human:<reviewer>`` verdict.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from ifsynth.warehouse import review
 from ifsynth.warehouse.store import Warehouse
 
 COLUMNS = (
-    "run_id", "item_id", "stage", "judge", "kind", "query", "instruction", "text",
+    "run_id", "item_id", "stage", "judge", "kind", "query", "instruction", "text", "source",
     "llm_decision", "score", "threshold", "reason", "human_decision", "note", "reviewer",
 )  # fmt: skip
 # what a person may write in human_decision, and the verdict it becomes
@@ -58,10 +59,11 @@ def rows_for(
     out = []
     for row in chosen:
         payloads = [json.loads(row["payload"] or "{}"), *(json.loads(p) for p in row["parents"] or [])]
+        text = _first(payloads, _TEXT_KEYS)
         out.append({
             "run_id": run_id, "item_id": row["item_id"], "stage": row["stage"], "judge": row["judge"],
             "kind": row["kind"], "query": _first(payloads, ("query", "original_query")),
-            "instruction": _first(payloads, ("instruction",)), "text": _first(payloads, _TEXT_KEYS),
+            "instruction": _first(payloads, ("instruction",)), "text": text, "source": _source(payloads, text),
             "llm_decision": row["decision"], "score": row["score"], "threshold": row["threshold"],
             "reason": row["reason"], "human_decision": "", "note": "", "reviewer": "",
         })  # fmt: skip
@@ -74,6 +76,15 @@ def _first(payloads: list[dict[str, Any]], keys: tuple[str, ...]) -> str:
             if isinstance(payload.get(key), str) and payload[key]:
                 return payload[key]
     return ""
+
+
+def _source(payloads: list[dict[str, Any]], text: str) -> str:
+    """The text the one under review was written from: a rewrite's original passage, else the first other
+    passage of its parents (a document generated from a seed's)."""
+    own = payloads[0].get("original_passage")
+    if isinstance(own, str) and own:
+        return own
+    return next((p for p in (_first([payload], _TEXT_KEYS) for payload in payloads[1:]) if p and p != text), "")
 
 
 def write(path: Path, rows: list[dict[str, Any]]) -> None:

@@ -7,11 +7,13 @@ already decided. The page is one HTML document with its script and style inline:
 
 from __future__ import annotations
 
+import difflib
 import json
+import re
 import socket
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import uvicorn
 from pydantic import BaseModel
@@ -27,6 +29,24 @@ from ifsynth.warehouse import audit, review
 from ifsynth.warehouse.store import Warehouse
 
 PAGE = Path(__file__).with_name("review_page.html")
+Change = Literal["same", "del", "ins"]
+
+
+def word_diff(before: str, after: str) -> list[tuple[Change, str]]:
+    """``before`` turned into ``after`` word by word: runs of kept, deleted and inserted text (whitespace kept
+    with its word), so the page marks what a rewrite changed beside the passage it rewrote."""
+    old, new = re.findall(r"\S+\s*", before), re.findall(r"\S+\s*", after)
+    runs: list[tuple[Change, str]] = []
+    matcher = difflib.SequenceMatcher(None, [w.strip() for w in old], [w.strip() for w in new], autojunk=False)
+    for op, i1, i2, j1, j2 in matcher.get_opcodes():
+        if op == "equal":
+            runs.append(("same", "".join(new[j1:j2])))
+            continue
+        if i2 > i1:
+            runs.append(("del", "".join(old[i1:i2])))
+        if j2 > j1:
+            runs.append(("ins", "".join(new[j1:j2])))
+    return runs
 
 
 class Decision(BaseModel):
@@ -43,8 +63,10 @@ def app(warehouse: Warehouse, run_id: str, rows: list[dict[str, Any]], reviewer:
     async def page(_: Request) -> HTMLResponse:
         return HTMLResponse(PAGE.read_text(encoding="utf-8"))
 
+    shown = [{**row, "diff": word_diff(row["source"], row["text"]) if row["source"] else []} for row in rows]
+
     async def items(_: Request) -> JSONResponse:
-        return JSONResponse({"run_id": run_id, "reviewer": judge, "items": rows})
+        return JSONResponse({"run_id": run_id, "reviewer": judge, "items": shown})
 
     async def details(request: Request) -> JSONResponse:
         """The item's lineage, siblings, verdicts and calls (rendered prompts, raw answers), on demand."""

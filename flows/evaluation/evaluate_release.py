@@ -68,7 +68,7 @@ class EvaluateOptions(BaseModel):
 
 def evaluate(
     warehouse: Warehouse,
-    release: str,
+    release: str | None,
     options: EvaluateOptions,
     metrics: Callable[[str], RecipeMetrics],
     *,

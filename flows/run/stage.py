@@ -85,7 +85,10 @@ class Env:
         score: float | None = None,
         threshold: float | None = None,
         call_key: str | None = None,
+        rule: str = "",
     ) -> VerdictRecord:
+        """``rule``: what was checked, without the measured ``score`` or the ``threshold`` (reasons group by it;
+        none: by the reason's text)."""
         return VerdictRecord(
             run_id=self.run_id,
             item_id=item_id,
@@ -96,6 +99,7 @@ class Env:
             threshold=threshold,
             reason=reason,
             call_key=call_key,
+            rule=rule,
         )
 
     def child(

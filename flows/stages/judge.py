@@ -61,6 +61,7 @@ class JudgeRelevance(LLMStage[ItemRecord]):
             score=answer.score,
             threshold=self.min_score if self.max_score == 5 else self.max_score,
             call_key=reply.keys[-1],
+            rule=f"score in [{self.min_score:g}, {self.max_score:g}]",
         )
         return Outcome(decision, verdicts=[verdict], n_out=int(decision == "pass"))
 
@@ -127,5 +128,6 @@ class JudgePick(LLMStage[Siblings]):
         picked = listed[int(answer.best) - 1]
         decision: Decision = "pass" if answer.best == gold else "reject"
         reason = pick_reason(answer.best, picked.item_id, gold, answer.explanation)
-        verdict = env.verdict(item.item_id, decision, judge="llm", reason=reason, call_key=reply.keys[-1])
+        rule = "picks its own passage among its siblings"
+        verdict = env.verdict(item.item_id, decision, judge="llm", reason=reason, call_key=reply.keys[-1], rule=rule)
         return Outcome(decision, verdicts=[verdict], n_out=int(decision == "pass"))

@@ -94,6 +94,7 @@ class LabelDocuments(LLMStage[Judged]):
                 reason=f"written {'relevant' if written else 'non-relevant'}, judged {reason}",
                 score=float(relevant),
                 call_key=replies[best].keys[-1],
+                rule="judged as written",
             )
             return Outcome("pass" if agrees else "reject", verdicts=[verdict], n_out=int(agrees))
         label = self.label(
@@ -106,6 +107,7 @@ class LabelDocuments(LLMStage[Judged]):
             reason=reason,
             score=float(relevant),
             call_key=replies[best].keys[-1],
+            rule="relevant under the instruction",
         )
         return Outcome("pass", items=[label], verdicts=[verdict])
 

@@ -92,14 +92,25 @@ class SelectSeeds(RuleStage[Candidate]):
         return [self.outcome(env, candidate) for candidate in page]
 
     def outcome(self, env: Env, candidate: Candidate) -> Decided:
-        """A pair outside the rules is rejected with its reasons; an eligible one passes if drawn."""
+        """A pair outside the rules is rejected with a verdict per rule it breaks; an eligible one passes if drawn."""
         pair = candidate.pair
         seed_id = item_id("seed", [], pair.query.query_id)
         found = reasons(pair, self.bands, selection(env.params))
         if found:
-            verdict = env.verdict(seed_id, "reject", judge="rule", reason="; ".join(found))
+            verdicts = [
+                env.verdict(
+                    seed_id,
+                    "reject",
+                    judge=b.judge,
+                    reason=b.reason,
+                    score=b.measured,
+                    threshold=b.threshold,
+                    rule=b.rule,
+                )
+                for b in found
+            ]
             return seed_id, Outcome(
-                "reject", items=[seed_item(env, seed_id, pair, "rejected")], verdicts=[verdict], n_out=0
+                "reject", items=[seed_item(env, seed_id, pair, "rejected")], verdicts=verdicts, n_out=0
             )
         if candidate.drawn:
             return seed_id, Outcome("pass", items=[seed_item(env, seed_id, pair, "ok")])
@@ -142,30 +153,50 @@ def candidates(
         yield [Candidate(pair, pair.query.query_id in chosen) for pair in eligible[start : start + PAGE]]
 
 
-def reasons(pair: SeedPair, bands: Bands, params: SeedSelection) -> list[str]:
+@dataclass(frozen=True)
+class Broken:
+    """A selection rule a pair breaks: its judge, its name, the measured value, the limit it crossed, and why."""
+
+    judge: str
+    rule: str
+    measured: float
+    threshold: float
+    reason: str
+
+
+def reasons(pair: SeedPair, bands: Bands, params: SeedSelection) -> list[Broken]:
     """Why a pair cannot be a seed: not exactly one positive, or a query or passage length out of its band."""
     unit = params.length_unit
     found = []
     if len(pair.positives) != 1:
-        found.append(f"{len(pair.positives)} judged positives; exactly one needed")
+        n = len(pair.positives)
+        found.append(
+            Broken("rule:positives", "exactly one judged positive", n, 1, f"{n} judged positives; exactly one needed")
+        )
     if params.select == "already_selected":
         return found
     q_len = length(pair.query.text, unit)
     if not bands.query[0] <= q_len <= bands.query[1]:
         low, high = params.query_length_percentiles
-        found.append(
-            f"query length {q_len} {unit} outside the {low:g}-{high:g} percentile band "
-            f"[{bands.query[0]:g}, {bands.query[1]:g}]"
-        )
+        rule = f"query length ({unit}) outside the {low:g}-{high:g} percentile band"
+        limits = f"[{bands.query[0]:g}, {bands.query[1]:g}]"
+        reason = f"query length {q_len} {unit} outside the {low:g}-{high:g} percentile band {limits}"
+        found.append(Broken("rule:query_length", rule, q_len, _nearest(q_len, bands.query), reason))
     p_len = length(pair.positives[0].text, unit)
     inside = bands.passage[0] <= p_len <= bands.passage[1]
     if inside != (params.passage_band == "inside"):
         low, high = params.passage_length_percentiles
-        found.append(
-            f"passage length {p_len} {unit} {'inside' if inside else 'outside'} the {low:g}-{high:g} percentile "
-            f"band [{bands.passage[0]:g}, {bands.passage[1]:g}]"
-        )
+        where = "inside" if inside else "outside"
+        rule = f"passage length ({unit}) {where} the {low:g}-{high:g} percentile band"
+        limits = f"[{bands.passage[0]:g}, {bands.passage[1]:g}]"
+        reason = f"passage length {p_len} {unit} {where} the {low:g}-{high:g} percentile band {limits}"
+        found.append(Broken("rule:passage_length", rule, p_len, _nearest(p_len, bands.passage), reason))
     return found
+
+
+def _nearest(value: float, band: Band) -> float:
+    """The end of the band nearest a value: the limit it crossed, or the one it missed by least."""
+    return min(band, key=lambda end: abs(end - value))
 
 
 def seed_item(env: Env, seed_id: str, pair: SeedPair, status: Literal["ok", "rejected"]) -> ItemRecord:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -163,6 +164,49 @@ def test_every_kept_and_removed_item_traces_to_its_calls(first: dict[str, Any]) 
             assert len(call["template_hash"]) == 16 and call["response"]
             assert call["messages"][0]["role"] == "system" and call["messages"][-1]["role"] == "user"
             assert call["model"] == "m" and "temperature" in call["parameters"]
+
+
+def test_the_reports_reasons_have_one_row_per_rule_not_per_measured_value(first: dict[str, Any]) -> None:
+    wh, out = str(first["warehouse"]), first["root"] / "report.html"
+    ok(cli("--warehouse", wh, "report", "--out", str(out)))
+    section = out.read_text().split("<h2>Rejection reasons</h2>", 1)[1].split("<h2>", 1)[0]
+    head, *rows = [re.findall(r"<t[hd][^>]*>(.*?)</t[hd]>", row) for row in re.findall(r"<tr>(.*?)</tr>", section)]
+    assert head == ["stage", "judge", "decision", "rule", "n", "measured", "threshold"]
+    keys = [tuple(row[:4]) for row in rows]
+    assert len(keys) == len(set(keys)), "one row per stage, judge, decision and rule"
+    select = {row[1]: row for row in rows if row[0] == "select"}
+    assert set(select) <= {"rule:positives", "rule:query_length", "rule:passage_length"} and select
+    funnel = as_json(cli("--warehouse", wh, "funnel", "--reasons", "--json"))
+    rejected = next(s["rejected"] for s in funnel["stages"] if s["stage"] == "select")
+    grouped = [r for r in funnel["reasons"] if r["stage"] == "select"]
+    assert len(grouped) == len(select) and sum(r["n"] for r in grouped) >= rejected > 10 * len(grouped)
+    for reason in grouped:  # the spread of hundreds of distinct lengths, beside the rule that measured them
+        measured = reason["measured"]
+        assert measured["min"] <= measured["quartiles"][0] <= measured["quartiles"][2] <= measured["max"]
+        assert measured["min"] < measured["max"] and 1 < len(measured["histogram"].strip()) <= 8
+        assert f"{measured['min']:g}-{measured['max']:g}" in select[reason["judge"]][5]
+        assert not re.search(r"\b\d+ (chars|words)\b", reason["rule"]), "no measured value in the rule"
+
+
+@pytest.mark.parametrize("command", [["runs"], ["funnel", "--reasons"], ["audit"]])
+def test_tables_fit_80_columns_with_ids_whole(first: dict[str, Any], command: list[str]) -> None:
+    wh = str(first["warehouse"])
+    shown = ok(cli("--warehouse", wh, *command, env={"COLUMNS": "80"})).stdout
+    lines = shown.splitlines()
+    assert max(len(line) for line in lines) <= 80, shown
+    assert "…" not in shown, "no header or cell cut short"
+    runs = [r["run_id"] for r in as_json(cli("--warehouse", wh, "runs", "--json"))]
+    items = [r["item_id"] for r in as_json(cli("--warehouse", wh, "audit", "--json"))]
+    ids = {"runs": runs, "funnel": runs[-1:], "audit": items}[command[0]]
+    assert ids and all(i in shown for i in ids), "every id whole, on one line"
+
+
+def test_evaluate_takes_the_newest_runs_release(first: dict[str, Any]) -> None:
+    wh, out = str(first["warehouse"]), first["root"] / "bm25.trec"
+    report = as_json(cli("--warehouse", wh, "evaluate", "--retriever", "bm25", "--out", str(out), "--json"))
+    newest = as_json(cli("--warehouse", wh, "runs", "--json"))[-1]["run_id"]
+    named = as_json(cli("--warehouse", wh, "evaluate", newest, "--run", str(out), "--json"))
+    assert report["release"] == named["release"] and report["modes"] == named["modes"]
 
 
 def test_the_api_key_is_nowhere(first: dict[str, Any]) -> None:

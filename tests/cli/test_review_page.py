@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from ifsynth.flows.cli.review_page import PAGE
 from ifsynth.flows.run.prefect_api import free_port
 from ifsynth.warehouse.store import Warehouse
 from tests.cli.test_review import picky, release_instructions
@@ -132,3 +133,53 @@ def test_decisions_made_on_the_page_make_the_release(judged: dict[str, Any], bro
     assert fake.stats()["requests"] == sent and "3 decisions overruled by people" in done.stdout
     expected = (before - {listed[kept[0]]["instruction"]}) | {listed[i]["instruction"] for i in rejected}
     assert release_instructions(wh, "from-the-page") == expected
+
+
+def normalized(text: str) -> str:
+    return " ".join(text.split())
+
+
+def test_a_rewrite_shows_beside_the_passage_it_rewrote_with_its_changes_marked(
+    warehouse: str, browser_page: Any
+) -> None:
+    port = free_port()
+    server = subprocess.Popen(
+        [sys.executable, "-m", "ifsynth.flows.cli", "--warehouse", warehouse, "review", "serve", "--stage",
+         "judge_relevance", "--status", "all", "--port", str(port)],
+        cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+    )  # fmt: skip
+    try:
+        url = f"http://127.0.0.1:{port}/"
+        first = items(url)[0]
+        assert first["kind"] == "rewrite" and first["source"] and first["source"] != first["text"]
+        page = browser_page
+        page.goto(url)
+        page.wait_for_selector("#item #source")
+        assert normalized(page.inner_text("#source")) == normalized(first["source"])
+        assert normalized(page.inner_text("#text")) == normalized(first["text"])
+        inserted = " ".join(page.eval_on_selector_all("#text ins", "nodes => nodes.map(n => n.textContent)"))
+        deleted = " ".join(page.eval_on_selector_all("#source del", "nodes => nodes.map(n => n.textContent)"))
+        new, old = set(first["text"].split()), set(first["source"].split())
+        assert set(inserted.split()) >= new - old and set(deleted.split()) >= old - new, "every changed word marked"
+        assert not page.query_selector_all("#source ins, #text del"), "each side marks only its own changes"
+    finally:
+        server.send_signal(signal.SIGTERM)
+        server.wait(timeout=10)
+
+
+def test_a_judged_query_negative_shows_the_query_it_must_not_answer(browser_page: Any) -> None:
+    """The page alone, its items served by the browser: InfoSearch's negatives need no run to be shown."""
+    negative = {
+        "run_id": "r", "item_id": "negative-1", "stage": "judge_negatives", "judge": "llm", "kind": "negative",
+        "query": "how do solar panels work", "instruction": "", "text": "Solar panels are sold in many shops.",
+        "source": "", "diff": [], "llm_decision": "pass", "score": 1, "threshold": 2, "reason": "off topic",
+    }  # fmt: skip
+    page = browser_page
+    page.route("http://review.test/", lambda route: route.fulfill(body=PAGE.read_text(), content_type="text/html"))
+    page.route("http://review.test/api/items", lambda route: route.fulfill(
+        json={"run_id": "r", "reviewer": "human:t", "items": [negative]}))  # fmt: skip
+    page.goto("http://review.test/")
+    page.wait_for_selector("#item #query")
+    shown = page.inner_text("#item")
+    assert "QUERY IT MUST NOT ANSWER" in shown.upper() and negative["query"] in page.inner_text("#query")
+    assert negative["text"] in shown and not page.query_selector("#source")

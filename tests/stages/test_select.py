@@ -52,16 +52,23 @@ def test_a_drawn_pair_passes_as_a_seed_and_an_undrawn_one_is_set_aside() -> None
     assert undrawn == item_id("seed", [], "q11") and aside.decision == "set_aside" and not aside.items
 
 
-def test_an_ineligible_pair_is_rejected_with_every_reason_and_kept_on_record() -> None:
+def test_an_ineligible_pair_is_rejected_with_a_verdict_per_rule_and_kept_on_record() -> None:
     stage, e = SelectSeeds(bands=BANDS), at(env("instructir", length_unit="words", passage_band="inside"), "select")
     ((seed_id, outcome),) = stage.decide(e, [Candidate(pair("q30", 30, 5, 10), drawn=True)])
-    (verdict,) = outcome.verdicts
     assert outcome.decision == "reject" and outcome.n_out == 0 and outcome.items[0].status == "rejected"
-    assert verdict.item_id == seed_id and verdict.judge == "rule"
-    assert verdict.reason == (
-        "2 judged positives; exactly one needed; query length 30 words outside the 25-75 percentile band "
-        "[5.75, 15.25]; passage length 5 words outside the 25-75 percentile band [10, 10]"
-    )
+    assert {v.item_id for v in outcome.verdicts} == {seed_id}
+    found = {v.judge: (v.rule, v.score, v.threshold, v.reason) for v in outcome.verdicts}
+    assert found == {
+        "rule:positives": ("exactly one judged positive", 2, 1, "2 judged positives; exactly one needed"),
+        "rule:query_length": (
+            "query length (words) outside the 25-75 percentile band", 30, 15.25,
+            "query length 30 words outside the 25-75 percentile band [5.75, 15.25]",
+        ),
+        "rule:passage_length": (
+            "passage length (words) outside the 25-75 percentile band", 5, 10,
+            "passage length 5 words outside the 25-75 percentile band [10, 10]",
+        ),
+    }  # fmt: skip
 
 
 def test_every_pair_is_decided_once() -> None:

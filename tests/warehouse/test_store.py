@@ -11,7 +11,7 @@ import duckdb
 import pytest
 
 from ifsynth.schemas.errors import WarehouseError
-from ifsynth.schemas.records import CallRecord
+from ifsynth.schemas.records import CallRecord, VerdictRecord
 from ifsynth.warehouse import store
 from ifsynth.warehouse.store import Warehouse
 from tests.conftest import cli
@@ -158,6 +158,30 @@ def test_a_file_an_older_ifsynth_wrote_is_read_as_is_and_upgraded_by_a_writer(wa
     with Warehouse(warehouse_path, read_only=True) as warehouse:
         assert (warehouse.call_totals("run-1")["failed"], warehouse.call_totals("run-1")["transient"]) == (2, 1)
         assert [a["failure"] for a in warehouse.call_attempts("key-2")] == ["transient"]
+
+
+def verdict(item: str, score: float, rule: str = "") -> VerdictRecord:
+    reason = f"query length {score:g} chars outside [27, 35]"
+    return VerdictRecord(run_id="run-1", item_id=item, stage="select", judge="rule:query_length", decision="reject",
+                         score=score, threshold=35, reason=reason, rule=rule)  # fmt: skip
+
+
+def test_reasons_group_by_rule_and_a_file_without_rules_by_reason(warehouse_path: Path) -> None:
+    """``verdicts.rule`` came later: the reasons of a file without it group by their text, as they did."""
+    with Warehouse(warehouse_path) as warehouse:
+        warehouse.add_verdicts([verdict(f"seed-{n}", 36 + n % 3, "query length outside the band") for n in range(9)])
+    with Warehouse(warehouse_path, read_only=True) as warehouse:
+        (grouped,) = warehouse.removal_reasons("run-1")
+        assert (grouped["rule"], grouped["n"], grouped["scores"]) == ("query length outside the band", 9,
+                                                                     [36.0] * 3 + [37.0] * 3 + [38.0] * 3)  # fmt: skip
+    with duckdb.connect(str(warehouse_path)) as db:
+        db.execute("ALTER TABLE verdicts DROP COLUMN rule")  # as an older ifsynth left the file
+    with Warehouse(warehouse_path, read_only=True) as warehouse:
+        assert sorted(r["n"] for r in warehouse.removal_reasons("run-1")) == [3, 3, 3], "one row per text"
+    with Warehouse(warehouse_path) as warehouse:
+        warehouse.add_verdicts([verdict("seed-9", 40, "query length outside the band")])
+    with Warehouse(warehouse_path, read_only=True) as warehouse:
+        assert sorted(r["n"] for r in warehouse.removal_reasons("run-1")) == [1, 3, 3, 3]
 
 
 def test_query_reads_and_refuses_anything_else(warehouse_path: Path) -> None:

@@ -97,18 +97,20 @@ def _examine(env: Env, entry: Rejudged, params: FollowIRParams) -> tuple[Outcome
     widened = [doc for doc, role in sorted(roles.items()) if role == SPOT_CHECK and doc in got and got[doc].relevant]
     measured = f"flips {len(flipped)} of {len(relevant)} relevant documents ({share:.0%})"
     threshold: float | None = None
+    rule = "flip share"
     if missing:
         reason = f"{len(missing)} of {len(roles)} re-judgments missing (failed or unparsable): {', '.join(missing)}"
-        reason = f"{reason}; {measured}"
+        reason, rule = f"{reason}; {measured}", "re-judgments missing"
     elif widened:
         reason = f"widens relevance: originally non-relevant {', '.join(widened)} judged relevant under it; {measured}"
+        rule = "widens relevance"
     elif not low <= share <= high:
         reason, threshold = f"{measured}, outside [{low:.0%}, {high:.0%}]", low if share < low else high
     else:
-        verdict = env.verdict(entry.candidate.item_id, "pass", judge=JUDGE, reason=measured, score=share)
+        verdict = env.verdict(entry.candidate.item_id, "pass", judge=JUDGE, reason=measured, score=share, rule=rule)
         return Outcome("pass", verdicts=[verdict], n_out=1), flipped
     item_id = entry.candidate.item_id
-    verdict = env.verdict(item_id, "reject", judge=JUDGE, reason=reason, score=share, threshold=threshold)
+    verdict = env.verdict(item_id, "reject", judge=JUDGE, reason=reason, score=share, threshold=threshold, rule=rule)
     return Outcome("reject", verdicts=[verdict], n_out=0), flipped
 
 

@@ -79,7 +79,15 @@ class SelectQueries(RuleStage[Candidate]):
             query_id = item_id("query", [], candidate.subset, pair.query.query_id)
             if len(pair.positives) < params.min_relevant:
                 reason = f"{len(pair.positives)} relevant passages; at least {params.min_relevant} needed"
-                verdict = env.verdict(query_id, "reject", judge="rule", reason=reason)
+                verdict = env.verdict(
+                    query_id,
+                    "reject",
+                    judge="rule",
+                    reason=reason,
+                    score=len(pair.positives),
+                    threshold=params.min_relevant,
+                    rule="relevant passages",
+                )
                 query = _query(env, query_id, candidate.subset, scheme, pair)[0].model_copy(
                     update={"status": "rejected"}
                 )

@@ -113,4 +113,5 @@ class JudgeTuples(LLMStage[ItemRecord]):
         decision = "pass" if reply.value.best == gold else "reject"
         name = SHORT.get(picked, f"distractor {picked}")
         reason = pick_reason(reply.value.best, name, gold, reply.value.explanation, gold_id=SHORT[intended])
-        return env.verdict(tuple_.item_id, decision, judge=judge, reason=reason, call_key=reply.keys[-1])
+        rule = "names the intended passage"
+        return env.verdict(tuple_.item_id, decision, judge=judge, reason=reason, call_key=reply.keys[-1], rule=rule)

@@ -51,7 +51,10 @@ def tuple_outcome(env: Env, group: str, roles: dict[str, ItemRecord]) -> Outcome
         ]
         reason = f"seed {group} has no usable negative passage for {' and '.join(missing)}"
         present = [item for item in (first, second) if item is not None and item.status == "ok"]
-        verdicts = [env.verdict(item.item_id, "reject", judge="rule:incomplete", reason=reason) for item in present]
+        verdicts = [
+            env.verdict(item.item_id, "reject", judge="rule:incomplete", reason=reason, rule="both negatives")
+            for item in present
+        ]
         return Outcome("reject", verdicts=verdicts, n_out=0, rejects=[item.item_id for item in present])
     one, two = first.read(NegativeItem), second.read(NegativeItem)
     payload: dict[str, Any] = {  # a ``TupleItem``, its keys in the order the warehouse has always held them

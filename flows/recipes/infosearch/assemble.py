@@ -137,7 +137,13 @@ def incomplete(env: Env, core: Core, positives: dict[int, ItemRecord]) -> Outcom
         + f"; {len(core.negatives)} query negatives, at least 1 needed"
     )
     verdict = env.verdict(
-        core.query.item_id, "reject", judge="rule", reason=reason, score=len(positives), threshold=required
+        core.query.item_id,
+        "reject",
+        judge="rule",
+        reason=reason,
+        score=len(positives),
+        threshold=required,
+        rule="complete_core_query",
     )
     return Outcome("reject", verdicts=[verdict], n_out=0)
 

@@ -93,7 +93,9 @@ def _collect(env: Env, params: InfoSearchParams, seeds: DimensionSeeds) -> Itera
         have = len(pair.positives)
         if have < minimum:
             reason = f"seed_positives: {have} judged positives, {dimension} needs at least {minimum}"
-            verdict = env.verdict(core_id, "reject", judge="rule", reason=reason, score=have, threshold=minimum)
+            verdict = env.verdict(
+                core_id, "reject", judge="rule", reason=reason, score=have, threshold=minimum, rule="seed_positives"
+            )
             rejected = _core(env, core_id, dimension, pair, spec, params, status="rejected")
             yield core_id, Outcome("reject", items=[rejected], verdicts=[verdict], n_out=0)
         else:

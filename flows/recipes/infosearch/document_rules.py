@@ -216,7 +216,13 @@ def rule_outcome(env: Env, entry: Checked, params: InfoSearchParams) -> Outcome:
         first, *others = failed
         reason = f"{first.rule}: {first.detail}" + "".join(f"; also {c.rule}: {c.detail}" for c in others)
         verdict = env.verdict(
-            document.item_id, "reject", judge="rule", reason=reason, score=first.value, threshold=first.threshold
+            document.item_id,
+            "reject",
+            judge="rule",
+            reason=reason,
+            score=first.value,
+            threshold=first.threshold,
+            rule=first.rule,
         )
         return Outcome("reject", verdicts=[verdict])
     verdicts = []

@@ -125,7 +125,13 @@ def review(env: Env, entry: Review, params: InfoSearchParams) -> Outcome:
     summary = f"{len(missed)} of {len(panel)} rankers place it outside their top {depth} for its query ({shown})"
     if flagged and len(panel) >= params.panel_min_rankers:
         verdict = env.verdict(
-            item.item_id, "reject", judge=JUDGE, reason=f"panel: {summary}", score=len(missed), threshold=needed
+            item.item_id,
+            "reject",
+            judge=JUDGE,
+            reason=f"panel: {summary}",
+            score=len(missed),
+            threshold=needed,
+            rule="panel",
         )
         return Outcome("reject", verdicts=[verdict], n_out=0)
     reason = (
@@ -133,7 +139,9 @@ def review(env: Env, entry: Review, params: InfoSearchParams) -> Outcome:
         if flagged
         else f"panel: {summary}"
     )
-    verdict = env.verdict(item.item_id, "pass", judge=JUDGE, reason=reason, score=len(missed), threshold=needed)
+    verdict = env.verdict(
+        item.item_id, "pass", judge=JUDGE, reason=reason, score=len(missed), threshold=needed, rule="panel"
+    )
     return Outcome("pass", verdicts=[verdict], n_out=1)
 
 

@@ -31,7 +31,13 @@ class FilterGroups(RuleStage[ItemRecord]):
             reason = f"query {group} kept {size} instance{'s' * (size != 1)}; at least {self.min_group_size} needed"
             for member in members:
                 verdict = env.verdict(
-                    member, decision, judge="rule", reason=reason, score=size, threshold=self.min_group_size
+                    member,
+                    decision,
+                    judge="rule",
+                    reason=reason,
+                    score=size,
+                    threshold=self.min_group_size,
+                    rule="instances per query",
                 )
                 decided.append((member, Outcome(decision, verdicts=[verdict], n_out=int(decision == "pass"))))
         return decided
