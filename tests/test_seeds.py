@@ -210,7 +210,8 @@ def test_the_release_seeds_are_all_drawn_once_declared_already_selected() -> Non
     counts, kept, _ = select(root, "length_unit=chars", "select=already_selected")
     assert (counts.n_in, counts.n_out, counts.rejected, len(kept)) == (1743, 1743, 0, 1743)
     banded, _, rejected = select(root, "length_unit=chars")
-    assert banded.n_out < 1743 / 2 and len(rejected) == 1743 - banded.n_out
+    # one verdict per rule a seed breaks: a seed too short and too long in two places has two
+    assert banded.n_out < 1743 / 2 and len({r["item_id"] for r in rejected}) == 1743 - banded.n_out
     params = InstructIRParams()
     source = open_source(f"beir:{root}")
     notes: list[str] = []
