@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import atexit
 import contextlib
+import functools
 import json
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.request
 from collections.abc import Iterator
@@ -53,10 +57,25 @@ FULL_VOLUME = ["query_length_percentiles=[0,100]", "passage_length_percentiles=[
                "q1_min_score=1", "min_group_size=1"]  # fmt: skip
 
 
+@functools.cache
+def prefect_home() -> str:
+    """A Prefect home of this benchmark process's own: its commands share the local Prefect server kept there
+    (as a user's commands do), never the user's, and it is stopped when the benchmark ends."""
+    home = tempfile.mkdtemp(prefix="ifsynth-bench-prefect-")
+    atexit.register(_stop_local_prefect, home)
+    return home
+
+
+def _stop_local_prefect(home: str) -> None:
+    stop = [sys.executable, "-m", "ifsynth.flows.cli", "prefect-server", "--stop"]
+    subprocess.run(stop, env={**os.environ, "PREFECT_HOME": home}, capture_output=True, check=False)
+    shutil.rmtree(home, ignore_errors=True)
+
+
 def cli(warehouse: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.Popen[str]:
-    """`ifsynth --warehouse W ...` as a child process in its own process group (Prefect's temporary server
-    is its child: killing the group kills both, as a crash of the machine would)."""
-    defaults = {"IR_DATASETS_HOME": str(warehouse.parent / "irds")}
+    """`ifsynth --warehouse W ...` as a child process in its own process group (killing the group is what a
+    crash of the machine does to the command; the local Prefect server runs in a session of its own)."""
+    defaults = {"IR_DATASETS_HOME": str(warehouse.parent / "irds"), "PREFECT_HOME": prefect_home()}
     return subprocess.Popen(
         [sys.executable, "-m", "ifsynth.flows.cli", "--warehouse", str(warehouse), *args],
         cwd=REPO,

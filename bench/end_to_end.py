@@ -8,9 +8,10 @@ and overall (requests x L / C) / (first wall - cached wall), with the requests t
     make bench-mock && .venv/bin/python -m bench.end_to_end --server wiremock --latency 0.2 --seeds 40 --concurrency 32
     .venv/bin/python -m bench.end_to_end --base-url http://host:port/v1 --latency 0.2 --seeds 40 --concurrency 32
 
-The difference of two wall times carries the noise of two start-ups (Prefect's temporary server alone
-varies by seconds), so the pair is measured ``--repeat`` times, each in a fresh warehouse, and the figures of
-the pair with the median net efficiency are printed, with every pair's net efficiency beside them.
+The difference of two wall times carries the noise of two start-ups, so the pair is measured ``--repeat``
+times, each in a fresh warehouse, and the figures of the pair with the median net efficiency are printed,
+with every pair's net efficiency beside them. The commands share one local Prefect server (in a Prefect
+home of the benchmark's own), as a user's do; the warm-up run starts it.
 Requests sent are counted by the server where it can tell (the fake's /_stats, WireMock's request journal),
 else read from ifsynth's own report.
 """
@@ -120,7 +121,7 @@ def main() -> None:
         {
             "bench": "end_to_end",
             "server": args.base_url or args.server,
-            "prefect": "dedicated server" if args.prefect_server else "temporary server per run",
+            "prefect": "dedicated server" if args.prefect_server else "the local server the commands share",
             "repeat": args.repeat,
             **median,
             "net_efficiencies": net,

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from ifsynth.flows.run import local_prefect
 from ifsynth.flows.run.runner import PREFECT_DEFAULTS
 from tests.fake_openai import FakeOpenAI
 from tests.servers import prefect_server
@@ -37,6 +38,7 @@ def offline_env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
     os.environ.pop("OPENAI_API_KEY", None)
     os.environ.pop("PREFECT_API_URL", None)
     yield
+    local_prefect.stop(home / "ifsynth-server")  # the one the session's commands without a server shared
     os.environ.clear()
     os.environ.update(saved)
 

@@ -257,6 +257,31 @@ def serve(
     err.print("stopped serving", highlight=False)
 
 
+@app.command("prefect-server")
+def prefect_server(
+    stop: Annotated[bool, typer.Option("--stop", help="Stop it now (the next command starts it again).")] = False,
+) -> None:
+    """Where the local Prefect server that commands share runs (used when PREFECT_API_URL is not set): its UI
+    shows every run since it started; it stops by itself after IFSYNTH_PREFECT_IDLE seconds (1,800) idle."""
+    from ifsynth.flows.run import local_prefect
+    from ifsynth.flows.run.runner import quiet_prefect
+
+    quiet_prefect()
+    if stop:
+        stopped = local_prefect.stop()
+        out.print(f"stopped the local Prefect server at {stopped.ui}" if stopped else "no local Prefect server runs")
+        return
+    server = local_prefect.running()
+    if server is None:
+        out.print("no local Prefect server runs; the next run starts one", highlight=False)
+    else:
+        out.print(
+            f"local Prefect server: UI at {server.ui}, API at {server.url}, process {server.pid}", highlight=False
+        )
+    if os.environ.get("PREFECT_API_URL"):
+        out.print("runs use the server PREFECT_API_URL names, not this one", highlight=False)
+
+
 def _intro(settings: Any, how: str = "") -> str:
     from ifsynth.flows.llm.route import public_url
 

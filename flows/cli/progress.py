@@ -4,7 +4,6 @@ scheduler's output), so a long run shows it is alive wherever it is watched."""
 
 from __future__ import annotations
 
-import time
 from typing import Self
 
 from rich.console import Console
@@ -18,6 +17,7 @@ from rich.progress import (
     TimeRemainingColumn,
 )
 
+from ifsynth.flows.run.context import Lines
 from ifsynth.schemas.records import StageCounts
 
 EVERY = 30.0  # seconds between two lines of a stage in progress, off a terminal
@@ -69,41 +69,14 @@ class RichProgress:
         self._bars.update(task, completed=counts.n_in, total=counts.n_in)
 
 
-class PlainProgress:
+class PlainProgress(Lines):
     """Lines instead of bars: a stage's start, a line every EVERY seconds while it runs, and its end."""
 
     def __init__(self, console: Console) -> None:
-        self.console = console
-        self._stage: str | None = None
-        self._done = self._total = 0
-        self._began = self._said = 0.0
+        super().__init__(lambda line: console.print(line, markup=False, highlight=False, soft_wrap=True), EVERY)
 
     def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *_: object) -> None:
         pass
-
-    def note(self, message: str) -> None:
-        self.console.print(message, markup=False, highlight=False, soft_wrap=True)
-
-    def start(self, stage: str, total: int) -> None:
-        self._stage, self._done, self._total = stage, 0, total
-        self._began = self._said = time.monotonic()
-        self.note(f"{stage}: {total} inputs")
-
-    def advance(self, stage: str, n: int = 1) -> None:
-        self._done += n
-        now = time.monotonic()
-        if now - self._said >= EVERY:
-            self._said = now
-            rate = self._done / (now - self._began)
-            left = f", about {(self._total - self._done) / rate:.0f} s left" if rate > 0 else ""
-            self.note(f"{stage}: {self._done}/{self._total}, {rate:.1f}/s{left}")
-
-    def finish(self, stage: str, counts: StageCounts) -> None:
-        took = time.monotonic() - self._began
-        self.note(
-            f"{stage}: done in {took:.0f} s: {counts.n_out} out, {counts.rejected} rejected, "
-            f"{counts.parse_error + counts.failed} unanswered, {counts.cached} from cache, {counts.sent} sent"
-        )

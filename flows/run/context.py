@@ -9,7 +9,8 @@ it calls the flow; any other process (a Prefect worker, a served flow, a plain `
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -52,28 +53,75 @@ class NoProgress:
         pass
 
 
+class Lines:
+    """Progress as lines, for a log (a file, a scheduler's output, Prefect's flow-run log): a stage's start,
+    a line every ``every`` seconds while it runs, and its end."""
+
+    def __init__(self, say: Callable[[str], None], every: float = 30.0) -> None:
+        self.say, self.every = say, every
+        self._done = self._total = 0
+        self._began = self._said = 0.0
+
+    def note(self, message: str) -> None:
+        self.say(message)
+
+    def start(self, stage: str, total: int) -> None:
+        self._done, self._total = 0, total
+        self._began = self._said = time.monotonic()
+        self.say(f"{stage}: {total} inputs")
+
+    def advance(self, stage: str, n: int = 1) -> None:
+        self._done += n
+        now = time.monotonic()
+        if now - self._said >= self.every:
+            self._said = now
+            rate = self._done / (now - self._began)
+            left = f", about {(self._total - self._done) / rate:.0f} s left" if rate > 0 else ""
+            self.say(f"{stage}: {self._done}/{self._total}, {rate:.1f}/s{left}")
+
+    def finish(self, stage: str, counts: StageCounts) -> None:
+        took = time.monotonic() - self._began
+        self.say(
+            f"{stage}: done in {took:.0f} s: {counts.n_out} out, {counts.rejected} rejected, "
+            f"{counts.parse_error + counts.failed} unanswered, {counts.cached} from cache, {counts.sent} sent"
+        )
+
+
 class Tracker:
-    """A Progress that remembers the stage in progress, for readers of a live run, and passes everything on."""
+    """A Progress that remembers the stage in progress, for readers of a live run, and passes everything on
+    to its listeners (the command's display; Prefect's log of the flow run)."""
 
     def __init__(self, inner: Progress) -> None:
-        self.inner = inner
+        self.listeners: list[Progress] = [inner]
         self.stage: str | None = None
         self.done = self.total = 0
 
+    @contextmanager
+    def listening(self, listener: Progress) -> Iterator[None]:
+        self.listeners.append(listener)
+        try:
+            yield
+        finally:
+            self.listeners.remove(listener)
+
     def note(self, message: str) -> None:
-        self.inner.note(message)
+        for listener in self.listeners:
+            listener.note(message)
 
     def start(self, stage: str, total: int) -> None:
         self.stage, self.done, self.total = stage, 0, total
-        self.inner.start(stage, total)
+        for listener in self.listeners:
+            listener.start(stage, total)
 
     def advance(self, stage: str, n: int = 1) -> None:
         self.done += n
-        self.inner.advance(stage, n)
+        for listener in self.listeners:
+            listener.advance(stage, n)
 
     def finish(self, stage: str, counts: StageCounts) -> None:
         self.stage = None
-        self.inner.finish(stage, counts)
+        for listener in self.listeners:
+            listener.finish(stage, counts)
 
     def snapshot(self) -> dict[str, Any] | None:
         return None if self.stage is None else {"stage": self.stage, "done": self.done, "total": self.total}
@@ -87,7 +135,7 @@ class RunContext:
     warehouse: Warehouse
     prompts: Prompts
     source: SeedSource
-    progress: Progress = field(default_factory=NoProgress)
+    progress: Tracker = field(default_factory=lambda: Tracker(NoProgress()))
     budget: Budget = field(default_factory=Budget)
     # (item, stage) -> people's decision, which overrides the stage's own (flows/run/stage.py)
     humans: dict[tuple[str, str], str] = field(default_factory=dict)
@@ -99,7 +147,7 @@ class RunContext:
         run_id: str,
         config: RunConfig,
         warehouse: Warehouse,
-        progress: Progress | None = None,
+        progress: Tracker | None = None,
         budget: Budget | None = None,
     ) -> RunContext:
         """The context of a run with this config: its parameters, templates and seeds."""
@@ -108,7 +156,15 @@ class RunContext:
         prompts, source = Prompts(config.prompts_dir, chosen.prompts), chosen.source(config.seeds, params)
         humans = review.decisions(warehouse, config.humans_from or run_id)
         return cls(
-            run_id, config, params, warehouse, prompts, source, progress or NoProgress(), budget or Budget(), humans
+            run_id,
+            config,
+            params,
+            warehouse,
+            prompts,
+            source,
+            progress or Tracker(NoProgress()),
+            budget or Budget(),
+            humans,
         )
 
     @property

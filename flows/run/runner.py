@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from importlib.metadata import version
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from ifsynth.flows.llm.limits import Budget
 from ifsynth.flows.llm.pool import POOL_KEY
@@ -29,15 +29,17 @@ from ifsynth.warehouse.store import Warehouse
 if TYPE_CHECKING:  # Prefect is imported once its quiet defaults are set (quiet_prefect)
     from prefect import Flow
 
-# Prefect with no server starts a temporary one; these keep it quiet, offline and free of result caching.
+# Prefect in ifsynth's processes and the local server they share: quiet, offline, free of result caching.
 PREFECT_DEFAULTS = {
     "DO_NOT_TRACK": "1",
     "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
-    "PREFECT_LOGGING_TO_API_ENABLED": "false",
-    "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS": "90",
+    # a run's stage lines reach its flow run's log (flows/run/tasks.py); the console has ifsynth's own
+    "PREFECT_LOGGING_TO_API_ENABLED": "true",
+    "PREFECT_LOGGING_LOGGERS_PREFECT_FLOW_RUNS_LEVEL": "INFO",
+    "PREFECT_LOGGING_LOGGERS_PREFECT_TASK_RUNS_LEVEL": "INFO",
+    "PREFECT_LOGGING_HANDLERS_CONSOLE_LEVEL": "INFO" if os.environ.get("IFSYNTH_DEBUG") else "CRITICAL",
     "PREFECT_TASKS_DEFAULT_NO_CACHE": "true",
     "PREFECT_RESULTS_PERSIST_BY_DEFAULT": "false",
-    "PREFECT_SERVER_SERVICES_TASK_RUN_RECORDER_ENABLED": "false",
     # ifsynth reports every failure in one line itself; Prefect's crash reports and tracebacks come with --debug
     "PREFECT_LOGGING_LEVEL": "INFO" if os.environ.get("IFSYNTH_DEBUG") else "CRITICAL",
 }
@@ -151,12 +153,11 @@ def _drive(
         tracker = Tracker(progress)
         activate(RunContext.build(run_id, config, warehouse, tracker, budget))
         try:
-            from ifsynth.flows.run.tasks import labelled  # imports Prefect: only once PREFECT_DEFAULTS are set
-
-            models = {config.model_for("generator"), config.model_for("judge")}
-            labels, labelled_flow = labelled(flow, config.recipe, name, config.seeds, models)
-            with LiveServer(warehouse, tracker.snapshot), recorded(warehouse, run_id), labels:
-                stages = labelled_flow(str(warehouse_path), run_id)
+            with LiveServer(warehouse, tracker.snapshot), recorded(warehouse, run_id):
+                # named as the run until the flow labels itself (flows/run/tasks.py), so the UI never shows
+                # Prefect's random name
+                named = flow.with_options(flow_run_name=f"{config.recipe}/{name}")
+                stages = cast("list[StageCounts]", named(str(warehouse_path), run_id))
         finally:
             deactivate(run_id)
     return Started(run_id=run_id, resumed=resumed, stages=stages)

@@ -20,13 +20,8 @@ def main(argv: list[str]) -> int:
     try:
         with Warehouse(warehouse, read_only=True) as store:
             run = store.run(run_id)
-        from ifsynth.flows.run.tasks import labelled  # imports Prefect: only once PREFECT_DEFAULTS are set
-
-        config = run.config
-        models = {config["model"], config.get("judge_model") or config["model"]}
-        labels, flow = labelled(recipe(run.recipe).flow(), run.recipe, run.name, config["seeds"], models)
-        with labels:
-            flow(warehouse, run_id)
+        # the flow names and tags its run itself (flows/run/tasks.py)
+        recipe(run.recipe).flow().with_options(flow_run_name=f"{run.recipe}/{run.name}")(warehouse, run_id)
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130

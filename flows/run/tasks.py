@@ -9,11 +9,14 @@ from __future__ import annotations
 import json
 import re
 from typing import Any
+from uuid import UUID
 
-from prefect import Flow, tags, task
+from prefect import get_run_logger, task
 from prefect.artifacts import create_markdown_artifact, create_table_artifact
+from prefect.client.orchestration import get_client
+from prefect.runtime import flow_run
 
-from ifsynth.flows.run.context import attach, check_failures, context
+from ifsynth.flows.run.context import Lines, RunContext, attach, check_failures, context
 from ifsynth.flows.run.registry import recipe
 from ifsynth.flows.run.runner import start
 from ifsynth.flows.run.signals import stoppable
@@ -41,18 +44,27 @@ def run_stages(warehouse: str, run_id: str = "", config: dict[str, Any] | None =
             raise ConfigError("a flow run takes the id of a run in its warehouse, or the config of a run to start")
         run_id = start(RunConfig.model_validate(config), warehouse)  # refuses credentials in its URLs
     with stoppable(), attach(run_id, warehouse) as ctx:
+        _label(ctx)
         stages = recipe(ctx.recipe).stage_list(ctx.params, sharded=ctx.config.shard is not None)
-        counts = [run_stage.with_options(name=stage.name)(run_id, order) for order, stage in enumerate(stages, 1)]
+        with ctx.progress.listening(Lines(get_run_logger().info)):
+            counts = [run_stage.with_options(name=stage.name)(run_id, order) for order, stage in enumerate(stages, 1)]
         check_failures(ctx.warehouse, run_id, counts, ctx.config.max_failure_share)
         _publish(ctx.warehouse, run_id)
         return counts
 
 
-def labelled(flow: Flow[..., Any], recipe_name: str, run_name: str, seeds: str, models: set[str]) -> Any:
-    """The flow as Prefect's UI lists it: its run named ``<recipe>/<run name>``, tagged with the recipe, the
-    seeds and the models (never a key: none is a parameter, a name or a tag)."""
-    labels = tags(recipe_name, f"seeds:{seeds}", *(f"model:{m}" for m in sorted(models)))
-    return labels, flow.with_options(flow_run_name=f"{recipe_name}/{run_name}")
+def _label(ctx: RunContext) -> None:
+    """The flow run as Prefect's UI lists it, however it was started (``ifsynth run``, a deployment, a worker,
+    ``ifsynth serve``): named ``<recipe>/<run name>`` and tagged with the recipe, the seeds and the models
+    (never a key: none is a parameter, a name or a tag)."""
+    config = ctx.config
+    models = sorted({config.model_for("generator"), config.model_for("judge")})
+    labels = [config.recipe, f"seeds:{config.seeds}", *(f"model:{m}" for m in models)]
+    name = ctx.warehouse.run(ctx.run_id).name
+    with get_client(sync_client=True) as client:
+        current = client.read_flow_run(UUID(str(flow_run.get_id())))  # called inside the flow: it has an id
+        tagged = [*current.tags, *(label for label in labels if label not in current.tags)]
+        client.update_flow_run(current.id, name=f"{config.recipe}/{name}", tags=tagged)
 
 
 def _publish(warehouse: Any, run_id: str) -> None:

@@ -62,6 +62,28 @@ def deployments() -> dict[str, Any]:
         return {f"{client.read_flow(d.flow_id).name}/{d.name}": d for d in client.read_deployments()}
 
 
+def assert_named_tagged_and_logged(flow_run_id: Any, warehouse: Path, seeds: Path) -> None:
+    """The flow run is named ``<recipe>/<run name>``, tagged, and its stage lines are in Prefect's log."""
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.filters import LogFilter, LogFilterFlowRunId
+
+    with Warehouse(warehouse, read_only=True) as store:
+        name = store.run().name
+    with get_client(sync_client=True) as client:
+        flow_run = client.read_flow_run(flow_run_id)
+        deadline = time.monotonic() + 30  # a process's log lines are sent in batches, after its state
+        while True:
+            logs = client.read_logs(log_filter=LogFilter(flow_run_id=LogFilterFlowRunId(any_=[flow_run.id])))
+            lines = [log.message for log in logs]
+            if any(line.startswith("assemble: done in") for line in lines) or time.monotonic() > deadline:
+                break
+            time.sleep(0.5)
+    assert flow_run.name == f"instructir/{name}"
+    assert {"instructir", f"seeds:beir:{seeds}", "model:m"} <= set(flow_run.tags)
+    for stage in ("select", "instructions", "rewrite", "judge_relevance", "judge_specificity", "assemble"):
+        assert any(line.startswith(f"{stage}: done in") for line in lines), (stage, lines)
+
+
 def completed_run(warehouse: Path) -> dict[str, Any]:
     with Warehouse(warehouse, read_only=True) as store:
         run = store.run()
@@ -87,6 +109,7 @@ def test_prefect_yaml_deploys_every_recipe_to_a_pool_whose_worker_runs_a_config(
         )
         assert flow_run.state.is_completed(), flow_run.state.message
         assert fake.stats()["requests"] > 0
+    assert_named_tagged_and_logged(flow_run.id, warehouse, seeds)
     got = completed_run(warehouse)
     assert got["status"] == "completed" and got["accepted"] > 0 and got["seeds"] == f"beir:{seeds}"
 
@@ -106,6 +129,7 @@ def test_ifsynth_serve_runs_a_config_in_its_process_until_ctrl_c(seeds: Path, tm
                 "instructir/served", {"warehouse": str(warehouse), "config": run_config(seeds, fake.base_url)}
             )
             assert flow_run.state.is_completed(), flow_run.state.message
+        assert_named_tagged_and_logged(flow_run.id, warehouse, seeds)
         got = completed_run(warehouse)
         assert got["status"] == "completed" and got["accepted"] > 0
         # a flow run given neither a run id nor a config fails with a clear reason, and serving goes on
@@ -117,6 +141,29 @@ def test_ifsynth_serve_runs_a_config_in_its_process_until_ctrl_c(seeds: Path, tm
     assert server.returncode == 0, stderr[-2000:]
     said = stderr.strip().splitlines()
     assert said[0].startswith("serving instructir/served") and said[-1] == "stopped serving"
+
+
+def test_a_run_of_ifsynth_run_is_named_tagged_and_logged_in_prefect(seeds: Path, tmp_path: Path) -> None:
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterName
+
+    warehouse = tmp_path / "cli.duckdb"
+    with FakeOpenAI() as fake:
+        config = run_config(seeds, fake.base_url)
+        sets = [a for s in ("instructions_per_query=2", "min_group_size=1", "q1_min_score=1") for a in ("--set", s)]
+        done = subprocess.run(
+            [sys.executable, "-m", "ifsynth.flows.cli", "--warehouse", str(warehouse), "run", "instructir",
+             "--seeds", config["seeds"], "--limit", "6", "--base-url", fake.base_url, "--model", "m",
+             "--name", "named-in-prefect", *sets],
+            cwd=REPO, capture_output=True, text=True,
+        )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    with get_client(sync_client=True) as client:
+        found = client.read_flow_runs(
+            flow_run_filter=FlowRunFilter(name=FlowRunFilterName(any_=["instructir/named-in-prefect"]))
+        )
+    assert len(found) == 1
+    assert_named_tagged_and_logged(found[0].id, warehouse, seeds)
 
 
 def test_a_flow_runs_config_with_credentials_is_refused(seeds: Path, tmp_path: Path) -> None:

@@ -1,0 +1,222 @@
+"""The local Prefect server that ifsynth's commands share when no server is configured.
+
+Prefect with no ``PREFECT_API_URL`` starts a temporary server per process: seconds before a run's first
+stage, paid again by every command, and whatever it recorded gone with it. ifsynth instead starts one
+server on demand, in the background, and later commands reuse it: its UI shows every run since, and a fully
+cached rerun costs what reading its answers costs. The server's state lives in Prefect's home
+(``PREFECT_HOME``, ``~/.prefect`` by default), in ``ifsynth-server/``:
+
+- ``server.json``: its address, process id and Prefect version;
+- ``start.lock``: held while a command looks for the server or starts it, so two never start at once;
+- ``lease``: each command using the server holds it shared; the server stops itself once nobody holds it
+  and nobody has touched it for ``IFSYNTH_PREFECT_IDLE`` seconds (1,800 by default).
+
+``ifsynth prefect-server`` says where it runs; ``ifsynth prefect-server --stop`` stops it now. A user's own
+``PREFECT_API_URL`` always wins: then none of this runs.
+
+``python -m ifsynth.flows.run.local_prefect STATE_DIR PORT IDLE`` is the server's own entry point.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack, contextmanager, suppress
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO
+
+from ifsynth.schemas.errors import ConfigError
+
+STARTUP_SECONDS = 90.0
+IDLE_SECONDS = 1800.0
+CHECK_SECONDS = 5.0
+# No telemetry; the ephemeral profile of Prefect's services (a local run needs no scheduler); the UI on.
+SERVER_ENV = {
+    "PREFECT_UI_ENABLED": "1",
+    "PREFECT__SERVER_EPHEMERAL": "1",
+    "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
+    "DO_NOT_TRACK": "1",
+}
+
+
+@dataclass(frozen=True)
+class LocalServer:
+    url: str  # its API, http://127.0.0.1:PORT/api; the UI is at the same address without /api
+    pid: int
+    prefect: str  # the Prefect version it runs: another version's server is replaced
+
+    @property
+    def ui(self) -> str:
+        return self.url.removesuffix("/api")
+
+
+def state_dir() -> Path:
+    from prefect.settings import get_current_settings
+
+    return Path(get_current_settings().home) / "ifsynth-server"
+
+
+@contextmanager
+def local_prefect(notify: Callable[[str], None] = lambda _: None) -> Iterator[str]:
+    """Within the block, the local server runs and this process holds a lease on it; yields its API URL.
+    The server is started here when none answers, and said once where it runs and how to stop it."""
+    folder = state_dir()
+    folder.mkdir(parents=True, exist_ok=True)
+    with ExitStack() as held:
+        with _locked(folder / "start.lock", fcntl.LOCK_EX):
+            server = running(folder)
+            if server is None:
+                server = _start(folder)
+                notify(
+                    f"started a local Prefect server, UI at {server.ui}; later commands reuse it, it stops after "
+                    f"{idle_seconds() / 60:.0f} min idle, or now with `ifsynth prefect-server --stop`"
+                )
+            # leased before the start lock is let go: the server cannot retire in between
+            lease = held.enter_context(_locked(folder / "lease", fcntl.LOCK_SH))
+        os.utime(lease.fileno())
+        held.callback(os.utime, lease.fileno())
+        yield server.url
+
+
+def running(folder: Path | None = None) -> LocalServer | None:
+    """The local server, when one answers at the address its state file gives and runs this Prefect."""
+    import prefect
+
+    folder = folder or state_dir()
+    try:
+        server = LocalServer(**json.loads((folder / "server.json").read_text()))
+    except (OSError, ValueError, TypeError):
+        return None
+    if server.prefect != prefect.__version__ or not _answers(server.url + "/health"):
+        _kill(server.pid)  # another version's, or hung: never two servers at once
+        return None
+    return server
+
+
+def stop(folder: Path | None = None) -> LocalServer | None:
+    """Stop the local server now, if one runs; the one stopped."""
+    folder = folder or state_dir()
+    if not folder.exists():
+        return None
+    with _locked(folder / "start.lock", fcntl.LOCK_EX):
+        server = running(folder)
+        if server is not None:
+            _kill(server.pid)
+        (folder / "server.json").unlink(missing_ok=True)
+    return server
+
+
+def idle_seconds() -> float:
+    try:
+        return float(os.environ.get("IFSYNTH_PREFECT_IDLE", IDLE_SECONDS))
+    except ValueError:
+        raise ConfigError("IFSYNTH_PREFECT_IDLE is a number of seconds") from None
+
+
+def _start(folder: Path) -> LocalServer:
+    import prefect
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = int(probe.getsockname()[1])
+    (folder / "lease").touch()
+    with (folder / "server.log").open("ab") as log:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "ifsynth.flows.run.local_prefect", str(folder), str(port), str(idle_seconds())],
+            env={**os.environ, **SERVER_ENV},
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=log,
+            start_new_session=True,  # outlives this command; a terminal's Ctrl-C does not reach it
+        )
+    server = LocalServer(url=f"http://127.0.0.1:{port}/api", pid=process.pid, prefect=prefect.__version__)
+    deadline = time.monotonic() + STARTUP_SECONDS
+    while not _answers(server.url + "/health"):
+        if process.poll() is not None or time.monotonic() > deadline:
+            _kill(process.pid)
+            raise ConfigError(
+                f"the local Prefect server did not start (its log: {folder / 'server.log'}); "
+                "set PREFECT_API_URL to a running Prefect server"
+            )
+        time.sleep(0.1)
+    (folder / "server.json").write_text(json.dumps(server.__dict__))
+    return server
+
+
+def _answers(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(url, timeout=2):
+            return True
+    except OSError:
+        return False
+
+
+def _kill(pid: int) -> None:
+    try:
+        os.kill(pid, signal.SIGTERM)
+    except (ProcessLookupError, PermissionError):
+        return
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return
+        time.sleep(0.05)
+    with suppress(ProcessLookupError):
+        os.kill(pid, signal.SIGKILL)
+
+
+@contextmanager
+def _locked(path: Path, mode: int) -> Iterator[IO[bytes]]:
+    with path.open("ab") as handle:
+        fcntl.flock(handle, mode)
+        try:
+            yield handle
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def _retire_when_idle(folder: Path, idle: float) -> None:
+    """Exit once no command holds the lease and none has touched it for ``idle`` seconds; the start lock is
+    taken first, so no command is between finding this server and leasing it."""
+    while True:
+        time.sleep(min(CHECK_SECONDS, idle / 2))
+        with (folder / "start.lock").open("ab") as start, (folder / "lease").open("ab") as lease:
+            try:
+                fcntl.flock(start, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                fcntl.flock(lease, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                continue
+            if time.time() - os.fstat(lease.fileno()).st_mtime > idle:
+                (folder / "server.json").unlink(missing_ok=True)
+                os._exit(0)
+
+
+def main(argv: list[str]) -> None:
+    import uvicorn
+
+    folder, port, idle = Path(argv[0]), int(argv[1]), float(argv[2])
+    threading.Thread(target=_retire_when_idle, args=(folder, idle), daemon=True).start()
+    uvicorn.run(
+        "prefect.server.api.server:create_app",
+        factory=True,
+        host="127.0.0.1",
+        port=port,
+        log_level="error",
+        lifespan="on",
+    )
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

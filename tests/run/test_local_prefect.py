@@ -1,0 +1,119 @@
+"""The local Prefect server that commands share when no PREFECT_API_URL is set: started once, reused, never
+two at once, kept while a command holds it, gone after its idle time, and never used when the user names a
+server of their own."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from ifsynth.flows.run import local_prefect
+from ifsynth.flows.run.prefect_api import prefect_api
+from tests.conftest import REPO
+
+LEASE = """
+import sys, time
+from ifsynth.flows.run.local_prefect import local_prefect
+with local_prefect(lambda line: print("note:", line, flush=True)) as url:
+    print(url, flush=True)
+    time.sleep(float(sys.argv[1]))
+"""
+
+
+@pytest.fixture
+def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """A Prefect home of this test's own, with no configured server; its local server stopped at the end."""
+    monkeypatch.setenv("PREFECT_HOME", str(tmp_path / "prefect"))
+    monkeypatch.delenv("PREFECT_API_URL", raising=False)
+    _refresh()
+    yield tmp_path / "prefect"
+    local_prefect.stop(tmp_path / "prefect" / "ifsynth-server")
+    monkeypatch.undo()
+    _refresh()
+
+
+def _refresh() -> None:
+    if "prefect.context" in sys.modules:
+        sys.modules["prefect.context"].refresh_global_settings_context()
+
+
+def lease(seconds: float, **env: str) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "-c", LEASE, str(seconds)],
+        cwd=REPO, env={**os.environ, **env}, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+
+
+def servers(home: Path) -> list[int]:
+    """Processes of a local server whose state folder is in ``home``."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        try:
+            argv = (proc / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if b"ifsynth.flows.run.local_prefect" in argv and str(home).encode() in b" ".join(argv):
+            found.append(int(proc.name))
+    return found
+
+
+def test_commands_at_once_start_one_server_and_later_ones_reuse_it(home: Path) -> None:
+    first, second = lease(0.5), lease(0.5)
+    outputs = [process.communicate(timeout=180) for process in (first, second)]
+    assert first.returncode == second.returncode == 0, outputs
+    urls = {out.splitlines()[-1] for out, _ in outputs}
+    assert len(urls) == 1, "both commands talk to one server"
+    notes = [line for out, _ in outputs for line in out.splitlines() if line.startswith("note:")]
+    assert len(notes) == 1 and "ifsynth prefect-server --stop" in notes[0], "said once, by the one that started it"
+    assert len(servers(home)) == 1
+    third = lease(0)
+    out, _ = third.communicate(timeout=60)
+    assert out.splitlines() == [urls.pop()], "a later command reuses it, silently"
+
+
+def test_the_server_stays_while_a_command_holds_it_and_retires_when_idle(home: Path) -> None:
+    holder = lease(6, IFSYNTH_PREFECT_IDLE="1")
+    deadline = time.monotonic() + 180
+    while local_prefect.running(home / "ifsynth-server") is None:
+        assert holder.poll() is None and time.monotonic() < deadline
+        time.sleep(0.2)
+    (pid,) = servers(home)
+    time.sleep(3)  # longer than its idle time, but the command still holds it
+    assert local_prefect.running(home / "ifsynth-server") is not None
+    assert holder.wait(timeout=60) == 0
+    deadline = time.monotonic() + 30
+    while Path(f"/proc/{pid}").exists() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not Path(f"/proc/{pid}").exists(), "gone once idle"
+    assert not (home / "ifsynth-server" / "server.json").exists()
+
+
+def test_stop_stops_it_and_the_next_command_starts_another(home: Path) -> None:
+    assert lease(0).wait(timeout=180) == 0
+    stopped = subprocess.run(
+        [sys.executable, "-m", "ifsynth.flows.cli", "prefect-server", "--stop"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+    )
+    assert stopped.returncode == 0 and stopped.stdout.startswith(
+        "stopped the local Prefect server at http://127.0.0.1:"
+    )
+    assert servers(home) == []
+    shown = subprocess.run(
+        [sys.executable, "-m", "ifsynth.flows.cli", "prefect-server"], cwd=REPO, capture_output=True, text=True
+    )
+    assert shown.stdout.startswith("no local Prefect server runs")
+
+
+def test_a_configured_server_wins(home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PREFECT_API_URL", "http://127.0.0.1:9/api")
+    with prefect_api():
+        pass
+    assert not (home / "ifsynth-server").exists() and servers(home) == []
