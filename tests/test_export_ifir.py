@@ -13,9 +13,8 @@ from typing import Any
 import pytest
 from huggingface_hub import DatasetCard
 
+from ifsynth.flows.run.exports import export, import_release
 from ifsynth.schemas.errors import ImportFailed, WarehouseError
-from ifsynth.warehouse.export import Format, export
-from ifsynth.warehouse.imports import import_release
 from ifsynth.warehouse.store import Warehouse
 from tests.helpers import query
 
@@ -167,9 +166,9 @@ def test_beir_gives_one_folder_per_level(wh: Warehouse, tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("fmt", ["mteb", "jsonl", "parquet"])
-def test_the_generic_formats_take_the_release(wh: Warehouse, tmp_path: Path, fmt: Format) -> None:
+def test_the_generic_formats_take_the_release(wh: Warehouse, tmp_path: Path, fmt: str) -> None:
     written = export(wh, "orig", fmt, tmp_path / fmt)
-    assert len(written) == {"mteb": 13, "jsonl": 3, "parquet": 3}[fmt]
+    assert len(written.files) == {"mteb": 13, "jsonl": 3, "parquet": 3}[fmt]
 
 
 def test_ifir_is_refused_for_another_recipe(wh: Warehouse, tmp_path: Path) -> None:

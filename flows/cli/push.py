@@ -14,23 +14,16 @@ from typing import Literal, get_args
 from huggingface_hub import HfApi, get_token
 from huggingface_hub.errors import HfHubHTTPError
 
+from ifsynth.flows.run.exports import export
 from ifsynth.schemas.errors import PushFailed
-from ifsynth.warehouse.export import Format, export
 from ifsynth.warehouse.store import Warehouse
 
 PushFormat = Literal["hf", "mteb", "beir"]
 PUSH_FORMATS: tuple[PushFormat, ...] = get_args(PushFormat)
 
 
-def export_format(fmt: PushFormat, recipe: str) -> Format:
-    """``hf`` is the Hub's own layout: InF-IR's configs for an InF-IR release, Parquet tables for the others."""
-    if fmt != "hf":
-        return fmt
-    return "hf" if recipe == "infir" else "parquet"
-
-
 def push(
-    warehouse: Warehouse, release: str, recipe: str, repo: str, fmt: PushFormat, *, private: bool, endpoints: bool
+    warehouse: Warehouse, release: str, repo: str, fmt: PushFormat, *, private: bool, endpoints: bool
 ) -> tuple[str, int]:
     """Export ``release`` into a temporary folder and upload it as one commit; the commit URL and file count."""
     if repo.count("/") != 1 or not all(repo.split("/")):
@@ -39,7 +32,7 @@ def push(
         raise PushFailed("no Hugging Face token: set HF_TOKEN (a write token) or run `hf auth login`")
     api = HfApi()
     with tempfile.TemporaryDirectory(prefix="ifsynth-push-") as folder:
-        written = export(warehouse, release, export_format(fmt, recipe), Path(folder), endpoints=endpoints)
+        written = export(warehouse, release, fmt, Path(folder), endpoints=endpoints).files
         try:
             api.create_repo(repo, repo_type="dataset", private=private, exist_ok=True)
             commit = api.upload_folder(

@@ -15,4 +15,10 @@ RECIPE = Recipe(
     variants=({}, {"mode": "train"}),
     seeds="ifsynth.flows.recipes.followir.recipe:seed_sources",
     metrics=RecipeMetrics(ndcg=(5,), mrr=(), robustness=None),
+    exports={
+        "followir": "ifsynth.flows.recipes.followir.export:write",
+        "triplets": "ifsynth.flows.recipes.followir.export:write_triplets",
+    },
+    imports={"followir": "ifsynth.warehouse.imports:read_followir"},
+    card="ifsynth.flows.recipes.followir.export:card",
 )

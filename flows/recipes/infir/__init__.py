@@ -11,4 +11,11 @@ RECIPE = Recipe(
     settings=InfIRParams,
     stages="ifsynth.flows.recipes.infir.recipe:stages",
     metrics=RecipeMetrics(ndcg=(10,), mrr=(10,), robustness=None),
+    exports={
+        "infir": "ifsynth.flows.recipes.infir.export:write_tuples",
+        "triplets": "ifsynth.flows.recipes.infir.export:write_triplets",
+        "hf": "ifsynth.flows.recipes.infir.export:write_hf",
+    },
+    imports={"infir": "ifsynth.warehouse.imports:read_infir"},
+    card="ifsynth.flows.recipes.infir.export:card",
 )

@@ -14,4 +14,7 @@ RECIPE = Recipe(
     stages="ifsynth.flows.recipes.infosearch.recipe:stages",
     seeds="ifsynth.flows.recipes.infosearch.recipe:seed_sources",
     metrics=RecipeMetrics(ndcg=(10,), mrr=(1,), map=False, robustness=10),
+    exports={"infosearch": "ifsynth.flows.recipes.infosearch.export:write"},
+    imports={"infosearch": "ifsynth.warehouse.imports:read_infosearch"},
+    card="ifsynth.flows.recipes.infosearch.export:card",
 )

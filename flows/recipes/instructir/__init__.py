@@ -13,4 +13,6 @@ RECIPE = Recipe(
     settings=InstructIRParams,
     stages="ifsynth.flows.recipes.instructir.recipe:stages",
     metrics=RecipeMetrics(ndcg=(10,), mrr=(10,), robustness=10),
+    imports={"instructir": "ifsynth.warehouse.imports:read_instructir"},
+    card="ifsynth.flows.recipes.instructir.export:card",
 )

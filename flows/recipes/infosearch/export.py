@@ -9,17 +9,26 @@ from typing import Any
 
 from ifsynth.schemas.errors import WarehouseError
 from ifsynth.schemas.modes import INFOSEARCH_MODES
+from ifsynth.warehouse.cards import CardFacts
+from ifsynth.warehouse.export import Release, Written, write_jsonl, write_tsv
 
 
-def write_infosearch(
-    out: Path, docs: list[dict], queries: list[dict], qrels: list[dict], card: dict[str, Any]
-) -> list[Path]:
+def card(stored: dict[str, Any]) -> CardFacts:
+    """English, and Chinese where the release has the language dimension (Chinese documents)."""
+    dimensions = (stored.get("params") or {}).get("dimensions") or []
+    return CardFacts(
+        languages=("en", "zh") if "language" in dimensions else ("en",),
+        license_name="infosearch",
+        license_link="https://github.com/EIT-NLP/InfoSearch",
+    )
+
+
+def write(release: Release, out: Path) -> Written:
     """Every dimension of the run gets its folder, an empty one when no core query of it survived."""
-    from ifsynth.warehouse.export import _jsonl, _tsv
-
-    if card.get("recipe") != "infosearch" or {q["mode"] for q in queries} - set(INFOSEARCH_MODES):
+    docs, queries, qrels, card = release.docs, release.queries, release.qrels, release.card
+    if set(release.modes) - set(INFOSEARCH_MODES):
         raise WarehouseError(
-            f"--format infosearch needs a release of an infosearch run, not of {card.get('recipe', 'unknown')}; "
+            "--format infosearch needs a release with og, changed and reversed queries; "
             "use --format beir, mteb, jsonl or parquet for this one"
         )
     dimension_of = {q["query_id"]: json.loads(q["meta"])["dimension"] for q in queries}
@@ -37,9 +46,9 @@ def write_infosearch(
             for d in docs
             if json.loads(d["meta"]).get("dimension") == dimension
         )
-        written.append(_jsonl(folder / "corpus.jsonl", corpus))
+        written.append(write_jsonl(folder / "corpus.jsonl", corpus))
         written.append(
-            _jsonl(
+            write_jsonl(
                 folder / "queries.jsonl",
                 (
                     {
@@ -53,7 +62,7 @@ def write_infosearch(
         )
         for mode in INFOSEARCH_MODES:
             written.append(
-                _tsv(
+                write_tsv(
                     folder / f"qrels_{mode}" / "test.tsv",
                     (
                         (r["query_id"], r["doc_id"], r["score"])
@@ -62,4 +71,4 @@ def write_infosearch(
                     ),
                 )
             )
-    return written
+    return Written(written)

@@ -11,43 +11,36 @@ re-import keeps the lineage."""
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from ifsynth.schemas.errors import WarehouseError
-from ifsynth.schemas.ifir import level_of
-from ifsynth.warehouse.export_followir import JsonlWriter, TsvWriter
-
-RECIPE = "ifir"
-FORMATS = ("ifir",)
-TEST_DATA = "test_data.json"
-TextWriter = Callable[[Path, str], Path]
+from ifsynth.schemas.ifir import TEST_DATA, level_of
+from ifsynth.warehouse.cards import CardFacts
+from ifsynth.warehouse.export import Release, Written, write_jsonl, write_text, write_tsv
 
 
-def write(
-    out: Path,
-    docs: list[dict],
-    queries: list[dict],
-    qrels: list[dict],
-    jsonl: JsonlWriter,
-    tsv: TsvWriter,
-    text: TextWriter,
-) -> list[Path]:
+def card(_: dict[str, Any]) -> CardFacts:
+    return CardFacts(license_name="ifir-source-collections", license_link="https://github.com/SighingSnow/IFIR")
+
+
+def write(release: Release, out: Path) -> Written:
     """One folder per subset of the release, each file sorted by seed id, so identical releases give identical
     bytes."""
-    corpora = _corpora(docs)
-    tests = _query_rows(docs, queries, qrels)
+    corpora = _corpora(release.docs)
+    tests = _query_rows(release.docs, release.queries, release.qrels)
     written: list[Path] = []
     for subset in sorted(corpora.keys() | tests.keys()):
         folder, rows = out / subset, tests.get(subset, [])
         written += [
-            jsonl(folder / f"{subset}-corpus.jsonl", corpora.get(subset, [])),
-            jsonl(folder / f"{subset}-query.jsonl", ({"_id": row["_id"], "text": row["text"]} for row in rows)),
-            tsv(folder / f"{subset}-qrel.tsv", ((row["_id"], p["_id"], 1) for row in rows for p in row["corpus"])),
-            text(folder / TEST_DATA, json.dumps(rows, indent=1, ensure_ascii=False) + "\n"),
+            write_jsonl(folder / f"{subset}-corpus.jsonl", corpora.get(subset, [])),
+            write_jsonl(folder / f"{subset}-query.jsonl", ({"_id": row["_id"], "text": row["text"]} for row in rows)),
+            write_tsv(
+                folder / f"{subset}-qrel.tsv", ((row["_id"], p["_id"], 1) for row in rows for p in row["corpus"])
+            ),
+            write_text(folder / TEST_DATA, json.dumps(rows, indent=1, ensure_ascii=False) + "\n"),
         ]
-    return written
+    return Written(written)
 
 
 def _passage(doc: dict[str, Any]) -> dict[str, str]:
