@@ -76,7 +76,8 @@ def configs_for(files: Sequence[str], *, training: bool) -> tuple[list[dict[str,
         if _DATA_SUFFIXES[path.suffix] != builder:
             apart.append(file)
             continue
-        name = "-".join((*path.parent.parts, path.stem))
+        stem = path.stem.removeprefix(f"{path.parent.name}-")  # IFIR's aila/aila-corpus.jsonl: aila-corpus
+        name = "-".join((*path.parent.parts, stem))
         split = "train" if training or path.stem.startswith("train") else "test"
         configs.setdefault(name, {"config_name": name, "data_files": [{"split": split, "path": file}]})
     listed = list(configs.values())
@@ -114,9 +115,13 @@ def render(
     apart: Sequence[str] = (),
     run_id: str | None,
     queries: int,
+    content: str = "",
     endpoints: bool = False,
 ) -> str:
-    """The README.md of an export: Hub metadata, then the stored card as Markdown."""
+    """The README.md of an export: Hub metadata, then the stored card as Markdown. ``content`` (a digest of the
+    data files) goes into each config's ``description``: ``datasets`` keys its cache of a local folder by the
+    folder's name and the configs, not the files, so without it a same-named folder or a re-export loads the
+    previous release's rows."""
     recipe = card.get("recipe", "unknown")
     data = DatasetCardData(
         license="other",
@@ -128,7 +133,7 @@ def render(
         size_categories=[size_category(queries)],
         tags=["ifsynth", recipe, "instruction-following", "synthetic"],
         pretty_name=f"{recipe} release made with ifsynth",
-        configs=configs or None,
+        configs=[{**config, "description": content} for config in configs] if content and configs else configs or None,
         ifsynth={"version": tool_version(), "run_id": run_id},
     )
     if apart:

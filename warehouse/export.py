@@ -4,6 +4,7 @@ byte-identical files."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import shutil
 import tempfile
@@ -156,8 +157,9 @@ def _card(release: Release, written: Written, out: Path, facts: cards.CardFacts,
         files = [path.relative_to(out).as_posix() for path in written.files]
         configs, apart = cards.configs_for(files, training=written.training)
     card = release.card
-    if written.notes or facts.notes:
-        card = {**card, "notes": [*card.get("notes", []), *facts.notes, *written.notes]}
+    left_out = [f"Left out (nothing to write): {what}." for what in written.left_out]
+    if written.notes or facts.notes or left_out:
+        card = {**card, "notes": [*card.get("notes", []), *facts.notes, *written.notes, *left_out]}
     readme = cards.render(
         card,
         facts=facts,
@@ -165,6 +167,7 @@ def _card(release: Release, written: Written, out: Path, facts: cards.CardFacts,
         apart=apart,
         run_id=release.run_id,
         queries=len(release.queries),
+        content=_digest(out, written.files),
         endpoints=endpoints,
     )
     return write_text(out / "README.md", readme)
@@ -301,6 +304,14 @@ def _flat(release: Release) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]
     ]
     corpus = [{"doc_id": d["doc_id"], "title": d["title"], "text": d["text"], "meta": d["meta"]} for d in release.docs]
     return instances, corpus
+
+
+def _digest(out: Path, files: list[Path]) -> str:
+    """sha256 of the data files' paths and bytes: equal for identical releases, different for any other."""
+    digest = hashlib.sha256()
+    for path in sorted(files):
+        digest.update(path.relative_to(out).as_posix().encode() + b"\0" + path.read_bytes() + b"\0")
+    return f"ifsynth release content sha256:{digest.hexdigest()}"
 
 
 # Characters that str.splitlines() and some readers take for line breaks; escaped so one row stays one line.

@@ -486,6 +486,8 @@ def export(
             warehouse, release, fmt, out_dir, options={"anchor": anchor}, overwrite=overwrite, endpoints=card_endpoints
         )
     out.print(f"release {release}: {len(written.files)} files written to {out_dir.resolve()} ({fmt})")
+    for what in written.left_out:
+        out.print(f"left out: {what}", markup=False, highlight=False)
 
 
 @app.command()

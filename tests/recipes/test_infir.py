@@ -193,7 +193,8 @@ def test_exports_carry_exactly_the_seven_fields_and_no_newline(general: dict[str
         f"{name}_item" for name in SEVEN if "negative" in name or name == "instruction_positive"
     }
     for row in exported:
-        assert set(row) == {"id", *SEVEN, *provenance}
+        assert set(row) == {"id", *SEVEN, "document", *provenance}, "InF-Embed's MS MARCO branch reads `document`"
+        assert row["document"] == row["document_positive"]
         assert all(row[name] for name in SEVEN)
         assert row["instruction_positive"] == f"Find the source for {row['id']}."
         assert row["instruction_negative"] == f"Avoid the source for {row['id']}."

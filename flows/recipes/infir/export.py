@@ -30,7 +30,8 @@ HF_CONFIGS: list[dict[str, Any]] = [
     {"config_name": "infir", "data_files": [{"split": "train", "path": "infir/train-*.parquet"}], "default": True},
     {"config_name": "triplets", "data_files": [{"split": "train", "path": "triplets/train-*.parquet"}]},
 ]
-TUPLE_COLUMNS = ("id", *FIELDS)
+# InF-Embed's loader reads P+ as `document_positive` on one branch and `document` on its default (MS MARCO) one
+TUPLE_COLUMNS = ("id", *FIELDS, "document")
 AnchorOrder = Literal["query-instruction", "instruction-query"]
 ANCHOR_ORDERS: tuple[AnchorOrder, ...] = get_args(AnchorOrder)
 
@@ -77,6 +78,7 @@ def tuples(docs: list[dict[str, Any]], queries: list[dict[str, Any]]) -> list[di
             "query_positive": positive["query"],
             "instruction_positive": positive["instruction"],
             "document_positive": passages[tuple_id]["document_positive"],
+            "document": passages[tuple_id]["document_positive"],
             "query_negative": by_mode["negative_query"]["query"],
             "instruction_negative": by_mode["negative_instruction"]["instruction"],
             "hard_negative_document_1": passages[tuple_id]["hard_negative_document_1"],

@@ -24,7 +24,8 @@ def card(stored: dict[str, Any]) -> CardFacts:
 
 
 def write(release: Release, out: Path) -> Written:
-    """Every dimension of the run gets its folder, an empty one when no core query of it survived."""
+    """A folder per dimension of the run that kept a core query; one that kept none is left out (an empty
+    folder breaks the loaders that read it), and said so."""
     docs, queries, qrels, card = release.docs, release.queries, release.qrels, release.card
     if set(release.modes) - set(INFOSEARCH_MODES):
         raise WarehouseError(
@@ -34,7 +35,9 @@ def write(release: Release, out: Path) -> Written:
     dimension_of = {q["query_id"]: json.loads(q["meta"])["dimension"] for q in queries}
     dimensions = set(card.get("params", {}).get("dimensions", [])) | set(dimension_of.values())
     written: list[Path] = []
-    for dimension in sorted(dimensions):
+    empty = sorted(dimensions - set(dimension_of.values()))
+    left_out = [f"dimension {dimension}: no core query of it survived the run's filters" for dimension in empty]
+    for dimension in sorted(set(dimension_of.values())):
         folder = out / dimension
         rows: dict[str, dict[str, str]] = {}
         for q in queries:
@@ -71,4 +74,4 @@ def write(release: Release, out: Path) -> Written:
                     ),
                 )
             )
-    return Written(written)
+    return Written(written, left_out=left_out)
