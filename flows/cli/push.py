@@ -11,7 +11,8 @@ import tempfile
 from pathlib import Path
 from typing import Literal, get_args
 
-from huggingface_hub import HfApi, get_token
+import httpx2
+from huggingface_hub import HfApi, constants, get_token
 from huggingface_hub.errors import HfHubHTTPError
 
 from ifsynth.flows.run.exports import export
@@ -33,6 +34,7 @@ def push(
     api = HfApi()
     with tempfile.TemporaryDirectory(prefix="ifsynth-push-") as folder:
         written = export(warehouse, release, fmt, Path(folder), endpoints=endpoints).files
+        endpoint = constants.ENDPOINT
         try:
             api.create_repo(repo, repo_type="dataset", private=private, exist_ok=True)
             commit = api.upload_folder(
@@ -41,8 +43,14 @@ def push(
                 repo_type="dataset",
                 commit_message=f"ifsynth release {release} ({fmt})",
             )
+        except ValueError as exc:  # the library has the Hub validate README.md's metadata before the upload
+            raise PushFailed(f"the Hub at {endpoint} rejects the card of {release}: {exc}".replace("\n", " ")) from None
         except HfHubHTTPError as exc:
             status = exc.response.status_code if exc.response is not None else "no answer"
             hint = " (check that HF_TOKEN may write to it)" if status in (401, 403) else ""
-            raise PushFailed(f"the Hub refused the upload to {repo}: {status}{hint}") from None
+            raise PushFailed(f"the Hub at {endpoint} refused the upload to {repo}: {status}{hint}") from None
+        except httpx2.HTTPError as exc:
+            raise PushFailed(
+                f"the Hub at {endpoint} did not answer ({type(exc).__name__}); check HF_ENDPOINT"
+            ) from None
     return commit.commit_url, len(written)
