@@ -18,6 +18,9 @@ DOMAINS: tuple[Domain, ...] = ("finance", "science", "law", "healthcare")
 LEVELS: tuple[int, ...] = (1, 2, 3)
 
 
+TEST_DATA = "test_data.json"  # a subset folder's queries with their passages and levels, in IFIR's layout
+
+
 def level_mode(level: int) -> str:
     return f"level{level}"
 

@@ -2,7 +2,8 @@
 
 ``huggingface_hub`` takes its endpoint from ``HF_ENDPOINT``, so `create_repo` and `upload_folder` run their
 real code against this server: the repository is created, the files are declared (preupload: every file is
-sent inline, no LFS), the YAML of the card is validated, and the commit's NDJSON is decoded into ``repos``.
+sent inline, no LFS), the YAML of the card is validated (the license rule of the Hub's card spec), and the
+commit's NDJSON is decoded into ``repos``.
 """
 
 from __future__ import annotations
@@ -13,6 +14,8 @@ import json
 import threading
 from dataclasses import dataclass, field
 from typing import Any
+
+import yaml
 
 
 @dataclass
@@ -29,6 +32,7 @@ class FakeHub:
         self.token = token
         self.repos: dict[str, Repo] = {}
         self.authorizations: list[str] = []
+        self.validated: list[dict[str, Any]] = []  # the card metadata validate-yaml was asked about
         self._server: http.server.ThreadingHTTPServer | None = None
 
     @property
@@ -45,17 +49,17 @@ class FakeHub:
 
             def do_POST(self) -> None:
                 body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                parts = self.path.split("?")[0].strip("/").split("/")
+                if parts[:2] == ["api", "validate-yaml"]:  # the Hub answers it without a token
+                    return self._validate(json.loads(body)["content"])
                 hub.authorizations.append(self.headers.get("Authorization", ""))
                 if self.headers.get("Authorization") != f"Bearer {hub.token}":
                     return self._reply(401, {"error": "Invalid credentials in Authorization header"})
-                parts = self.path.split("?")[0].strip("/").split("/")
                 if parts[:3] == ["api", "repos", "create"]:
                     data = json.loads(body)
                     repo_id = f"{data['organization']}/{data['name']}" if data.get("organization") else data["name"]
                     hub.repos.setdefault(repo_id, Repo(private=data.get("visibility") == "private"))
                     return self._reply(200, {"url": f"{hub.url}/datasets/{repo_id}", "name": repo_id})
-                if parts[:2] == ["api", "validate-yaml"]:
-                    return self._reply(200, {"errors": [], "warnings": []})
                 if parts[:2] == ["api", "datasets"] and len(parts) >= 6:
                     repo_id, action = "/".join(parts[2:4]), parts[4]
                     if repo_id not in hub.repos:
@@ -68,6 +72,15 @@ class FakeHub:
                     if action == "commit":
                         return self._commit(hub.repos[repo_id], repo_id, body)
                 return self._reply(404, {"error": f"no route {self.path}"})
+
+            def _validate(self, content: str) -> None:  # as the library asks it before a commit with README.md
+                """The rule of the Hub's card spec the cards must meet: ``license: other`` names its license."""
+                meta = yaml.safe_load(content.split("---")[1]) if content.startswith("---") else {}
+                hub.validated.append(meta)
+                if meta.get("license") == "other" and not (meta.get("license_name") and meta.get("license_link")):
+                    message = '"license_name" and "license_link" are required when license is "other"'
+                    return self._reply(400, {"errors": [{"message": message}], "warnings": []})
+                self._reply(200, {"errors": [], "warnings": []})
 
             def _commit(self, repo: Repo, repo_id: str, body: bytes) -> None:
                 for line in body.splitlines():

@@ -13,9 +13,8 @@ from typing import Any
 import pytest
 from huggingface_hub import DatasetCard
 
+from ifsynth.flows.run.exports import export, import_release
 from ifsynth.schemas.errors import ImportFailed, WarehouseError
-from ifsynth.warehouse.export import Format, export
-from ifsynth.warehouse.imports import import_release
 from ifsynth.warehouse.store import Warehouse
 from tests.helpers import query
 
@@ -91,17 +90,19 @@ def test_the_export_is_ifirs_layout(wh: Warehouse, tmp_path: Path) -> None:
     )
     card = DatasetCard.load(out / "README.md")
     assert card.text.startswith("\n# ifir release")
-    assert card.data.to_dict()["configs"][0]["config_name"] == "fiqa-fiqa-corpus"
+    assert card.data.to_dict()["configs"][0]["config_name"] == "fiqa-corpus"
     corpus = [json.loads(line) for line in (out / "fiqa" / "fiqa-corpus.jsonl").read_text().splitlines()]
     assert [row["_id"] for row in corpus] == ["12", "20", "3", "7"]
     assert corpus[3] == {"_id": "7", "title": "", "text": "Index funds – a primer"}
-    assert (out / "fiqa" / "fiqa-query.jsonl").read_text().splitlines() == [
-        '{"_id": "1", "text": "Where should I invest?"}',
-        '{"_id": "10", "text": "Is a Roth worth it?"}',
+    # IFIR's BEIR scripts: `<seed id>_<level>`, level 0 the query alone, a level its query and instruction
+    assert (out / "fiqa" / "fiqa-query.jsonl").read_text().splitlines()[:2] == [
+        '{"_id": "1_0", "text": "Where should I invest?"}',
+        '{"_id": "1_1", "text": "Where should I invest? Level 1 of fiqa-1."}',
     ]
-    header = "query-id\tcorpus-id\tscore\n"
-    assert (out / "fiqa" / "fiqa-qrel.tsv").read_text() == header + "1\t7\t1\n1\t3\t1\n1\t12\t1\n10\t3\t1\n"
-    assert (out / "scifact_open" / "scifact_open-qrel.tsv").read_text() == header + "5\t40\t1\n5\t41\t1\n"
+    qrels = (out / "fiqa" / "fiqa-qrel.tsv").read_text().splitlines()
+    assert qrels[0] == "query-id\tcorpus-id\tscore"
+    assert [row for row in qrels if row.startswith("1_0\t")] == ["1_0\t7\t1", "1_0\t3\t1", "1_0\t12\t1"]
+    assert [row for row in qrels if row.startswith("1_3\t")] == ["1_3\t12\t1"], "level 3 keeps rel [2]"
 
     raw = (out / "fiqa" / "test_data.json").read_text(encoding="utf-8")
     assert raw.startswith('[\n {\n  "_id": "1",') and "funds – a" in raw, "indent 1, non-ASCII kept"
@@ -167,9 +168,9 @@ def test_beir_gives_one_folder_per_level(wh: Warehouse, tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("fmt", ["mteb", "jsonl", "parquet"])
-def test_the_generic_formats_take_the_release(wh: Warehouse, tmp_path: Path, fmt: Format) -> None:
+def test_the_generic_formats_take_the_release(wh: Warehouse, tmp_path: Path, fmt: str) -> None:
     written = export(wh, "orig", fmt, tmp_path / fmt)
-    assert len(written) == {"mteb": 13, "jsonl": 3, "parquet": 3}[fmt]
+    assert len(written.files) == {"mteb": 13, "jsonl": 3, "parquet": 3}[fmt]
 
 
 def test_ifir_is_refused_for_another_recipe(wh: Warehouse, tmp_path: Path) -> None:

@@ -8,6 +8,7 @@ endpoint URL may name a private host, so the card shows only its kind unless ask
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import PurePosixPath
 from typing import Any
@@ -20,6 +21,17 @@ from huggingface_hub import DatasetCard, DatasetCardData
 _LOCAL_HOSTS = ("local.ifsynth", "localhost", "::1")
 _DATA_SUFFIXES = {".jsonl": "json", ".json": "json", ".parquet": "parquet", ".tsv": "csv"}
 _SIZES = ((1_000, "n<1K"), (10_000, "1K<n<10K"), (100_000, "10K<n<100K"), (1_000_000, "100K<n<1M"))
+
+
+@dataclass(frozen=True)
+class CardFacts:
+    """What a recipe's cards say beyond the stored card: its languages, the license of the seed collection its
+    paper used (the Hub asks for ``license_name`` and ``license_link`` when ``license`` is ``other``), and notes."""
+
+    languages: tuple[str, ...] = ("en",)
+    license_name: str = "seed-collection"
+    license_link: str = "README.md"
+    notes: tuple[str, ...] = ()
 
 
 def tool_version() -> str:
@@ -64,7 +76,8 @@ def configs_for(files: Sequence[str], *, training: bool) -> tuple[list[dict[str,
         if _DATA_SUFFIXES[path.suffix] != builder:
             apart.append(file)
             continue
-        name = "-".join((*path.parent.parts, path.stem))
+        stem = path.stem.removeprefix(f"{path.parent.name}-")  # IFIR's aila/aila-corpus.jsonl: aila-corpus
+        name = "-".join((*path.parent.parts, stem))
         split = "train" if training or path.stem.startswith("train") else "test"
         configs.setdefault(name, {"config_name": name, "data_files": [{"split": split, "path": file}]})
     listed = list(configs.values())
@@ -97,23 +110,30 @@ def mteb_configs(modes: Sequence[str]) -> list[dict[str, Any]]:
 def render(
     card: dict[str, Any],
     *,
+    facts: CardFacts,
     configs: list[dict[str, Any]],
     apart: Sequence[str] = (),
     run_id: str | None,
     queries: int,
+    content: str = "",
     endpoints: bool = False,
 ) -> str:
-    """The README.md of an export: Hub metadata, then the stored card as Markdown."""
+    """The README.md of an export: Hub metadata, then the stored card as Markdown. ``content`` (a digest of the
+    data files) goes into each config's ``description``: ``datasets`` keys its cache of a local folder by the
+    folder's name and the configs, not the files, so without it a same-named folder or a re-export loads the
+    previous release's rows."""
     recipe = card.get("recipe", "unknown")
     data = DatasetCardData(
         license="other",
-        language=_languages(card),
+        license_name=facts.license_name,
+        license_link=facts.license_link,
+        language=list(facts.languages),
         task_categories=["text-retrieval"],
         task_ids=["document-retrieval"],
         size_categories=[size_category(queries)],
         tags=["ifsynth", recipe, "instruction-following", "synthetic"],
         pretty_name=f"{recipe} release made with ifsynth",
-        configs=configs or None,
+        configs=[{**config, "description": content} for config in configs] if content and configs else configs or None,
         ifsynth={"version": tool_version(), "run_id": run_id},
     )
     if apart:
@@ -128,12 +148,6 @@ def _how(file: str) -> str:
     return f"load_dataset('{builder}', data_files='{file}'" + (", sep='\\t')" if builder == "csv" else ")")
 
 
-def _languages(card: dict[str, Any]) -> list[str]:
-    """English, and Chinese where an InfoSearch release has its language dimension (Chinese documents)."""
-    dimensions = (card.get("params") or {}).get("dimensions") or []
-    return ["en", "zh"] if card.get("recipe") == "infosearch" and "language" in dimensions else ["en"]
-
-
 def markdown(card: dict[str, Any], *, endpoints: bool = False) -> str:
     """The card's body: counts, models, template hashes, per-stage yields, parameters and notes."""
     recipe = card.get("recipe", "unknown")
@@ -141,7 +155,8 @@ def markdown(card: dict[str, Any], *, endpoints: bool = False) -> str:
     if card.get("seeds"):
         lines += [f"Seeds: `{card['seeds']}`" + (f" (limit {card['limit']})" if card.get("limit") else ""), ""]
     lines += [
-        "License: `other`: the passages and queries derive from the seed collection, whose license applies.",
+        "License: `other`: the passages and queries derive from the seed collection, whose license applies "
+        "(`license_link`; the collection the recipe's paper used, or yours if the run read your own seeds).",
         "",
     ]
     lines += ["## Counts", "", "| what | count |", "|---|---:|"]

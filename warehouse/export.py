@@ -4,11 +4,13 @@ byte-identical files."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import shutil
 import tempfile
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, get_args
 
@@ -16,16 +18,50 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from ifsynth.schemas.errors import UnknownRelease, WarehouseError
-from ifsynth.warehouse import cards, export_followir, export_ifir, export_infir
+from ifsynth.warehouse import cards
 from ifsynth.warehouse.store import Warehouse
 
-Format = Literal["beir", "mteb", "jsonl", "parquet", "infosearch", "followir", "ifir", "infir", "triplets", "hf"]
+Format = Literal["beir", "mteb", "jsonl", "parquet", "hf"]
 FORMATS: tuple[Format, ...] = get_args(Format)
-# a recipe's own formats -> that recipe (triplets also take followir releases)
-RECIPE_OF = {fmt: module.RECIPE for module in (export_infir, export_followir, export_ifir) for fmt in module.FORMATS}
 SEP = " [SEP] "
-# a recipe's own format: (folder, the release's documents, queries and qrels as rows) -> the files it wrote
-Exporter = Callable[[Path, list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]]], list[Path]]
+
+
+@dataclass(frozen=True)
+class Release:
+    """A release as the warehouse holds it, read once and handed whole to a writer: its rows, its recipe's
+    rerank pool (FollowIR's) and the card stored at assembly, so a recipe's writer needs no SQL and no other
+    argument. ``options`` are a format's own (InF-IR's ``anchor``)."""
+
+    name: str
+    recipe: str
+    run_id: str | None
+    card: dict[str, Any]
+    docs: list[dict[str, Any]]
+    queries: list[dict[str, Any]]
+    qrels: list[dict[str, Any]]
+    top_ranked: list[dict[str, Any]]
+    options: Mapping[str, str] = field(default_factory=dict)
+
+    @property
+    def modes(self) -> list[str]:
+        return list(dict.fromkeys(q["mode"] for q in self.queries))
+
+
+@dataclass
+class Written:
+    """What a writer wrote: its files, the card's ``configs`` when the layout has its own (None: one per data
+    file), whether the rows are training data (the configs' split), notes for the card, and what it left out
+    and why (nothing empty is written)."""
+
+    files: list[Path]
+    configs: list[dict[str, Any]] | None = None
+    training: bool = False
+    notes: list[str] = field(default_factory=list)
+    left_out: list[str] = field(default_factory=list)
+
+
+# a format's writer: a release -> the files it wrote into the folder
+Writer = Callable[[Release, Path], Written]
 
 
 def release_for(warehouse: Warehouse, ref: str | None) -> str:
@@ -39,19 +75,27 @@ def release_for(warehouse: Warehouse, ref: str | None) -> str:
     return name
 
 
+def recipe_of(warehouse: Warehouse, release: str) -> str:
+    meta = warehouse.release_row(release)
+    if meta is None:
+        raise UnknownRelease(release)
+    return str(meta["recipe"])
+
+
 def export(
     warehouse: Warehouse,
     release: str,
-    fmt: Format | Exporter,
+    writer: Writer,
     out: str | Path,
     *,
-    anchor: export_infir.AnchorOrder = "query-instruction",
+    facts: Callable[[dict[str, Any]], cards.CardFacts] | None = None,
+    options: Mapping[str, str] | None = None,
     overwrite: bool = False,
     endpoints: bool = False,
-) -> list[Path]:
-    """Write ``release`` as ``fmt`` into ``out``: one of ifsynth's formats, or the writer of a format the
-    release's recipe declares itself. ``anchor`` orders an InF-IR triplet's anchor; the card names the
-    endpoints' URLs only with ``endpoints`` (else their kind: a URL may name a private host).
+) -> Written:
+    """Write ``release`` with ``writer`` (one of ``GENERIC``, or a format its recipe declares) into ``out``,
+    with a card carrying what the recipe's ``facts`` hook says of it; the card names the endpoints' URLs only
+    with ``endpoints`` (else their kind: a URL may name a private host).
 
     The files are written into a hidden sibling folder and renamed into place at the end, so an export that
     is killed leaves the previous one (or none), never a mix. A folder that already holds files is replaced
@@ -59,19 +103,34 @@ def export(
     meta = warehouse.release_row(release)
     if meta is None:
         raise UnknownRelease(release)
-    card = json.loads(meta["card"])
-    recipe = meta["recipe"]
-    followir_triplets = fmt == "triplets" and recipe == export_followir.RECIPE
-    if isinstance(fmt, str) and fmt in RECIPE_OF and recipe != RECIPE_OF[fmt] and not followir_triplets:
-        raise WarehouseError(f"--format {fmt} is for {RECIPE_OF[fmt]} releases; release {release} is {recipe}")
     out = Path(out)
     if out.exists() and not out.is_dir():
         raise WarehouseError(f"`{out}` is a file; give a folder to export into")
     if out.is_dir() and any(out.iterdir()) and not overwrite:
         raise WarehouseError(f"`{out}` already holds files; pass --overwrite to replace them, or another --out")
+    queries = warehouse.ordered_queries(release)
+    if not queries:
+        raise WarehouseError(
+            f"release {release} is empty: no query was kept, so there is nothing to export "
+            "(`ifsynth funnel` shows where the items went)"
+        )
+    read = Release(
+        name=release,
+        recipe=meta["recipe"],
+        run_id=meta["run_id"],
+        card=json.loads(meta["card"]),
+        docs=warehouse.release_docs(release),
+        queries=queries,
+        qrels=warehouse.ordered_qrels(release),
+        top_ranked=warehouse.release_top_ranked(release),
+        options=options or {},
+    )
     with _staged(out) as staging:
-        written = _write(warehouse, release, fmt, staging, card, anchor, meta["run_id"], endpoints)
-    return [out / path.relative_to(staging) for path in written]
+        written = writer(read, staging)
+        told = facts(read.card) if facts else cards.CardFacts()
+        written.files.append(_card(read, written, staging, told, endpoints))
+    written.files = [out / path.relative_to(staging) for path in written.files]
+    return written
 
 
 @contextmanager
@@ -91,83 +150,80 @@ def _staged(out: Path) -> Iterator[Path]:
     shutil.rmtree(old, ignore_errors=True)
 
 
-def _write(
-    warehouse: Warehouse,
-    release: str,
-    fmt: Format | Exporter,
-    out: Path,
-    card: dict[str, Any],
-    anchor: export_infir.AnchorOrder,
-    run_id: str | None,
-    endpoints: bool,
-) -> list[Path]:
-    docs = warehouse.release_docs(release)
-    queries = warehouse.ordered_queries(release)
-    qrels = warehouse.ordered_qrels(release)
-    if not queries:
-        raise WarehouseError(
-            f"release {release} is empty: no query was kept, so there is nothing to export "
-            "(`ifsynth funnel` shows where the items went)"
-        )
-    if not isinstance(fmt, str):
-        written = fmt(out, docs, queries, qrels)
-    elif fmt == "infosearch":
-        from ifsynth.warehouse.export_infosearch import write_infosearch  # it builds on this module's writers
-
-        written = write_infosearch(out, docs, queries, qrels, card)
-    elif card.get("recipe") == export_followir.RECIPE and fmt in ("followir", "triplets"):
-        pool = warehouse.release_top_ranked(release)
-        written = export_followir.write(out, fmt, docs, queries, qrels, pool, _jsonl, _tsv)
-    elif fmt in export_ifir.FORMATS:
-        written = export_ifir.write(out, docs, queries, qrels, _jsonl, _tsv, _write_text)
-    elif fmt in export_infir.FORMATS:
-        written = export_infir.write(out, docs, queries, fmt, _jsonl, anchor)
-        card = {**card, "notes": [*card.get("notes", []), *export_infir.notes(anchor)]}
-    else:
-        writer = {"beir": _beir, "mteb": _mteb, "jsonl": _flat, "parquet": _flat}[fmt]
-        written = (_per_mode(writer) if fmt in ("beir", "mteb") else writer)(out, docs, queries, qrels, fmt)
-    modes = list(dict.fromkeys(q["mode"] for q in queries))
+def _card(release: Release, written: Written, out: Path, facts: cards.CardFacts, endpoints: bool) -> Path:
     apart: list[str] = []
-    if fmt == "mteb":
-        configs = cards.mteb_configs(modes)
-    elif fmt == "hf":
-        configs = export_infir.HF_CONFIGS
-    else:
-        files = [path.relative_to(out).as_posix() for path in written]
-        configs, apart = cards.configs_for(files, training=fmt in export_infir.FORMATS or fmt == "triplets")
-    readme = cards.render(card, configs=configs, apart=apart, run_id=run_id, queries=len(queries), endpoints=endpoints)
-    written.append(_write_text(out / "README.md", readme))
+    configs = written.configs
+    if configs is None:
+        files = [path.relative_to(out).as_posix() for path in written.files]
+        configs, apart = cards.configs_for(files, training=written.training)
+    card = release.card
+    left_out = [f"Left out (nothing to write): {what}." for what in written.left_out]
+    if written.notes or facts.notes or left_out:
+        card = {**card, "notes": [*card.get("notes", []), *facts.notes, *written.notes, *left_out]}
+    readme = cards.render(
+        card,
+        facts=facts,
+        configs=configs,
+        apart=apart,
+        run_id=release.run_id,
+        queries=len(release.queries),
+        content=_digest(out, written.files),
+        endpoints=endpoints,
+    )
+    return write_text(out / "README.md", readme)
+
+
+Tables = Callable[[Path, list[dict], list[dict], list[dict]], list[Path]]
+
+
+def _per_mode(tables: Tables, release: Release, out: Path) -> list[Path]:
+    """One folder, or one per mode (``<out>/<mode>/``) when the release has several retrieval modes."""
+    if len(release.modes) <= 1:
+        return tables(out, release.docs, release.queries, release.qrels)
+    written = []
+    for mode in release.modes:
+        chosen = [q for q in release.queries if q["mode"] == mode]
+        written += tables(out / mode, release.docs, chosen, [r for r in release.qrels if r["mode"] == mode])
     return written
 
 
-Writer = Callable[[Path, list[dict], list[dict], list[dict], str], list[Path]]
+def beir(release: Release, out: Path) -> Written:
+    """BEIR as InstructIR released it, a folder per mode."""
+    return Written(_per_mode(_beir, release, out))
 
 
-def _per_mode(writer: Writer) -> Writer:
-    """One folder, or one per mode (``<out>/<mode>/``) when the release has several retrieval modes."""
-
-    def write(out: Path, docs: list[dict], queries: list[dict], qrels: list[dict], fmt: str) -> list[Path]:
-        modes = list(dict.fromkeys(q["mode"] for q in queries))
-        if len(modes) <= 1:
-            return writer(out, docs, queries, qrels, fmt)
-        written = []
-        for mode in modes:
-            chosen = [q for q in queries if q["mode"] == mode]
-            written += writer(out / mode, docs, chosen, [r for r in qrels if r["mode"] == mode], fmt)
-        return written
-
-    return write
+def mteb(release: Release, out: Path) -> Written:
+    """mteb's retrieval layout: Parquet tables its loader reads by config, a folder per mode."""
+    return Written(_per_mode(_mteb, release, out), configs=cards.mteb_configs(release.modes))
 
 
-def _beir(out: Path, docs: list[dict], queries: list[dict], qrels: list[dict], _: str) -> list[Path]:
+def jsonl(release: Release, out: Path) -> Written:
+    """Every instance in one file with its positives, and the corpus."""
+    instances, corpus = _flat(release)
+    return Written([write_jsonl(out / "instances.jsonl", instances), write_jsonl(out / "corpus.jsonl", corpus)])
+
+
+def parquet(release: Release, out: Path) -> Written:
+    """``jsonl``'s two tables as Parquet, the Hub's own format (``hf`` for a recipe without a layout of its own)."""
+    paths = [out / "instances.parquet", out / "corpus.parquet"]
+    for path, rows in zip(paths, _flat(release), strict=True):
+        pq.write_table(pa.Table.from_pylist(rows), path)
+    return Written(paths)
+
+
+# the formats every release takes; a recipe's own format of the same name takes its place (InF-IR's hf)
+GENERIC: dict[str, Writer] = {"beir": beir, "mteb": mteb, "jsonl": jsonl, "parquet": parquet, "hf": parquet}
+
+
+def _beir(out: Path, docs: list[dict], queries: list[dict], qrels: list[dict]) -> list[Path]:
     groups: dict[str, str] = {}
     group_of: dict[str, str] = {}
     for q in queries:
         groups.setdefault(q["group_id"], q["query"])
         group_of[q["query_id"]] = q["group_id"]
     return [
-        _jsonl(out / "corpus.jsonl", ({"_id": d["doc_id"], "title": d["title"], "text": d["text"]} for d in docs)),
-        _jsonl(
+        write_jsonl(out / "corpus.jsonl", ({"_id": d["doc_id"], "title": d["title"], "text": d["text"]} for d in docs)),
+        write_jsonl(
             out / "queries.jsonl",
             (
                 {
@@ -178,23 +234,25 @@ def _beir(out: Path, docs: list[dict], queries: list[dict], qrels: list[dict], _
                 for q in queries
             ),
         ),
-        _jsonl(
+        write_jsonl(
             out / "only_instruction_queries.jsonl",
             (
                 {"_id": q["query_id"], "text": q["instruction"], "metadata": {"origin_query": q["query"]}}
                 for q in queries
             ),
         ),
-        _jsonl(out / "only_queries.jsonl", ({"_id": g, "text": text, "metadata": {}} for g, text in groups.items())),
-        _tsv(out / "qrels" / "test.tsv", ((r["query_id"], r["doc_id"], r["score"]) for r in qrels)),
-        _tsv(
+        write_jsonl(
+            out / "only_queries.jsonl", ({"_id": g, "text": text, "metadata": {}} for g, text in groups.items())
+        ),
+        write_tsv(out / "qrels" / "test.tsv", ((r["query_id"], r["doc_id"], r["score"]) for r in qrels)),
+        write_tsv(
             out / "qrels" / "for_only_query_test.tsv",
             ((group_of[r["query_id"]], r["doc_id"], r["score"]) for r in qrels),
         ),
     ]
 
 
-def _mteb(out: Path, docs: list[dict], queries: list[dict], qrels: list[dict], _: str) -> list[Path]:
+def _mteb(out: Path, docs: list[dict], queries: list[dict], qrels: list[dict]) -> list[Path]:
     tables = {
         "corpus": pa.table(
             {"id": [d["doc_id"] for d in docs], "title": [d["title"] for d in docs], "text": [d["text"] for d in docs]}
@@ -226,9 +284,10 @@ def _mteb(out: Path, docs: list[dict], queries: list[dict], qrels: list[dict], _
     return written
 
 
-def _flat(out: Path, docs: list[dict], queries: list[dict], qrels: list[dict], fmt: str) -> list[Path]:
+def _flat(release: Release) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The instances, each with its positives and meta, and the corpus."""
     positives: dict[tuple[str, str], list[str]] = {}
-    for r in qrels:
+    for r in release.qrels:
         if r["score"] > 0:
             positives.setdefault((r["mode"], r["query_id"]), []).append(r["doc_id"])
     instances = [
@@ -241,32 +300,35 @@ def _flat(out: Path, docs: list[dict], queries: list[dict], qrels: list[dict], f
             "positive_ids": positives.get((q["mode"], q["query_id"]), []),
             **json.loads(q["meta"]),
         }
-        for q in queries
+        for q in release.queries
     ]
-    corpus = [{"doc_id": d["doc_id"], "title": d["title"], "text": d["text"], "meta": d["meta"]} for d in docs]
-    if fmt == "jsonl":
-        return [_jsonl(out / "instances.jsonl", instances), _jsonl(out / "corpus.jsonl", corpus)]
-    paths = [out / "instances.parquet", out / "corpus.parquet"]
-    pq.write_table(pa.Table.from_pylist(instances), paths[0])
-    pq.write_table(pa.Table.from_pylist(corpus), paths[1])
-    return paths
+    corpus = [{"doc_id": d["doc_id"], "title": d["title"], "text": d["text"], "meta": d["meta"]} for d in release.docs]
+    return instances, corpus
+
+
+def _digest(out: Path, files: list[Path]) -> str:
+    """sha256 of the data files' paths and bytes: equal for identical releases, different for any other."""
+    digest = hashlib.sha256()
+    for path in sorted(files):
+        digest.update(path.relative_to(out).as_posix().encode() + b"\0" + path.read_bytes() + b"\0")
+    return f"ifsynth release content sha256:{digest.hexdigest()}"
 
 
 # Characters that str.splitlines() and some readers take for line breaks; escaped so one row stays one line.
 _LINE_BREAKS = str.maketrans({"\u2028": "\\u2028", "\u2029": "\\u2029", "\x85": "\\u0085"})
 
 
-def _jsonl(path: Path, rows: Iterable[dict[str, Any]]) -> Path:
+def write_jsonl(path: Path, rows: Iterable[dict[str, Any]]) -> Path:
     lines = (json.dumps(row, ensure_ascii=False).translate(_LINE_BREAKS) + "\n" for row in rows)
-    return _write_text(path, "".join(lines))
+    return write_text(path, "".join(lines))
 
 
-def _tsv(path: Path, rows: Iterable[tuple[Any, ...]]) -> Path:
+def write_tsv(path: Path, rows: Iterable[tuple[Any, ...]]) -> Path:
     lines = ["query-id\tcorpus-id\tscore"] + ["\t".join(str(v) for v in row) for row in rows]
-    return _write_text(path, "\n".join(lines) + "\n")
+    return write_text(path, "\n".join(lines) + "\n")
 
 
-def _write_text(path: Path, text: str) -> Path:
+def write_text(path: Path, text: str) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(text, encoding="utf-8")
     return path

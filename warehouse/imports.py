@@ -10,7 +10,7 @@ from __future__ import annotations
 import csv
 import json
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -20,13 +20,11 @@ import pyarrow.parquet as pq
 
 from ifsynth.schemas.config import NAME_PATTERN
 from ifsynth.schemas.errors import ImportFailed
-from ifsynth.schemas.ifir import SCHEMES, SINGLE_LEVEL, level_mode, release_id
+from ifsynth.schemas.ifir import SCHEMES, SINGLE_LEVEL, TEST_DATA, level_mode, release_id
 from ifsynth.schemas.infir import FIELDS, MODES
 from ifsynth.schemas.modes import FOLLOWIR_MODES, INFOSEARCH_MODES, INSTRUCTED, ORIGINAL
-from ifsynth.warehouse.export_ifir import TEST_DATA
 from ifsynth.warehouse.store import Warehouse
 
-FORMATS: tuple[str, ...] = ("beir", "instructir", "infosearch", "followir", "ifir", "infir")
 SEP = "[SEP]"
 _INSTANCE_ID = re.compile(r"^(.+)_(\d+)$")
 
@@ -58,10 +56,15 @@ class Imported:
         self.docs.append({"doc_id": doc_id, "title": title, "text": text, "meta": json.dumps(meta, sort_keys=True)})
 
 
-def import_release(warehouse: Warehouse, fmt: str, directory: str | Path, name: str | None = None) -> dict[str, Any]:
-    """Read ``directory`` as ``fmt`` and write it as the release ``name`` (default: the folder's name)."""
-    if fmt not in FORMATS:
-        raise ImportFailed(f"unknown import format `{fmt}`; known: {', '.join(FORMATS)}")
+# a layout's reader: a folder (or file) -> its release rows; BEIR's is here, a recipe's own named by its Recipe
+Reader = Callable[[Path], Imported]
+
+
+def import_release(
+    warehouse: Warehouse, fmt: str, reader: Reader, directory: str | Path, name: str | None = None
+) -> dict[str, Any]:
+    """Read ``directory`` with ``reader`` (layout ``fmt``) and write it as the release ``name`` (default: the
+    folder's name)."""
     path = Path(directory)
     if not path.exists():
         raise ImportFailed(f"no file or folder `{path}`; give the folder of a {fmt} release")
@@ -71,7 +74,7 @@ def import_release(warehouse: Warehouse, fmt: str, directory: str | Path, name: 
     if warehouse.has_release(name):
         raise ImportFailed(f"a release named `{name}` already exists; pass --name with another name")
     try:
-        imported = READERS[fmt](path)
+        imported = reader(path)
     except KeyError as exc:
         raise ImportFailed(f"a row in `{path}` lacks the field {exc}, which the {fmt} layout requires") from None
     if not imported.queries:
@@ -439,11 +442,4 @@ def _dedupe(imported: Imported) -> None:
     imported.top_ranked = list({(r["mode"], r["query_id"], r["doc_id"]): r for r in imported.top_ranked}.values())
 
 
-READERS = {
-    "beir": read_beir,
-    "instructir": read_instructir,
-    "infosearch": read_infosearch,
-    "followir": read_followir,
-    "ifir": read_ifir,
-    "infir": read_infir,
-}
+READERS: dict[str, Reader] = {"beir": read_beir}  # the layout every recipe's releases come in

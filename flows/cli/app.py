@@ -30,11 +30,7 @@ from ifsynth.schemas.errors import (
 )
 from ifsynth.warehouse import audit as audit_queries
 from ifsynth.warehouse import live
-from ifsynth.warehouse.export import FORMATS, release_for
-from ifsynth.warehouse.export import export as export_release
-from ifsynth.warehouse.export_infir import ANCHOR_ORDERS
-from ifsynth.warehouse.imports import FORMATS as IMPORT_FORMATS
-from ifsynth.warehouse.imports import import_release
+from ifsynth.warehouse.export import GENERIC, release_for
 from ifsynth.warehouse.review import Status as ReviewStatusValue
 from ifsynth.warehouse.store import Warehouse
 
@@ -330,6 +326,7 @@ def demo(
 ) -> None:
     """The offline demo: the built-in seeds, the embedded local model, a small sizing; then a BEIR export."""
     from ifsynth.flows.cli.demo import DEMO_SETTINGS, demo_config
+    from ifsynth.flows.run.exports import export as export_release
 
     settings = demo_config(local_model)
     out.print(
@@ -342,7 +339,7 @@ def demo(
         out.print("  (a 135M model writes weak text: this shows the pipeline working, not benchmark-quality data)")
     run_id = _run_and_report(ctx, settings, as_json=False)
     with _open(ctx) as warehouse:
-        written = export_release(warehouse, release_for(warehouse, run_id), "beir", out_dir, overwrite=True)
+        written = export_release(warehouse, release_for(warehouse, run_id), "beir", out_dir, overwrite=True).files
     out.print(f"export: {len(written)} files written to [bold]{out_dir.resolve()}[/bold] (BEIR layout)")
 
 
@@ -545,8 +542,8 @@ def export(
         str,
         typer.Option(
             "--format",
-            help=f"One of {', '.join(FORMATS)}; beir, mteb, jsonl and parquet take any release, the others a "
-            "release of their recipe.",
+            help=f"{', '.join(GENERIC)} take any release (hf: the recipe's Hub layout if it has one), or a format "
+            "the release's recipe declares (infosearch, followir, ifir, infir, triplets for the built-in ones).",
         ),
     ] = "beir",
     out_dir: Annotated[Path, typer.Option("--out", help="Directory to write.")] = Path("exports"),
@@ -558,22 +555,19 @@ def export(
     card_endpoints: CardEndpoints = False,
 ) -> None:
     """Write a run's release in a standard layout, or one its recipe declares, with its dataset card."""
-    from ifsynth.flows.run.registry import exporter, recipes
-    from ifsynth.warehouse.stats import release_meta
+    from ifsynth.flows.run.exports import export as export_release
+    from ifsynth.flows.run.exports import export_formats
 
-    order = _choice(anchor, ANCHOR_ORDERS, "--anchor")
-    if fmt not in FORMATS and all(fmt not in r.exports for r in recipes().values()):
-        raise typer.BadParameter(f"--format must be one of {', '.join(FORMATS)}, or a format a recipe declares")
+    if fmt not in export_formats():
+        raise typer.BadParameter(f"--format must be one of {', '.join(export_formats())}")
     with _open(ctx) as warehouse:
         release = release_for(warehouse, run_ref)
-        own = exporter(release_meta(warehouse, release)["recipe"], fmt)
-        if own is None and fmt not in FORMATS:
-            raise typer.BadParameter(f"--format {fmt} is another recipe's; release {release} does not take it")
-        target = own if own is not None else _choice(fmt, FORMATS, "--format")
         written = export_release(
-            warehouse, release, target, out_dir, anchor=order, overwrite=overwrite, endpoints=card_endpoints
+            warehouse, release, fmt, out_dir, options={"anchor": anchor}, overwrite=overwrite, endpoints=card_endpoints
         )
-    out.print(f"release {release}: {len(written)} files written to {out_dir.resolve()} ({fmt})")
+    out.print(f"release {release}: {len(written.files)} files written to {out_dir.resolve()} ({fmt})")
+    for what in written.left_out:
+        out.print(f"left out: {what}", markup=False, highlight=False)
 
 
 @app.command()
@@ -581,23 +575,25 @@ def push(
     ctx: typer.Context,
     release_ref: Annotated[str, typer.Argument(metavar="RELEASE", help="A release name, or a run id or name.")],
     repo: Annotated[str, typer.Option(help="The dataset repository on the Hub, ORG/NAME.")],
-    fmt: Annotated[str, typer.Option("--format", help="hf (Parquet tables; InF-IR's configs), mteb or beir.")] = "hf",
+    fmt: Annotated[
+        str,
+        typer.Option(
+            "--format", help="hf (as `export --format hf`: the recipe's Hub layout, else Parquet tables), mteb or beir."
+        ),
+    ] = "hf",
     private: Annotated[bool, typer.Option("--private", help="Create the repository private.")] = False,
     card_endpoints: CardEndpoints = False,
 ) -> None:
     """Upload a release's export and card to the Hugging Face Hub (token from HF_TOKEN; HF_ENDPOINT for another Hub)."""
     from ifsynth.flows.cli.push import PUSH_FORMATS
     from ifsynth.flows.cli.push import push as push_release
-    from ifsynth.warehouse.stats import release_meta
 
     chosen = _choice(fmt, PUSH_FORMATS, "--format")
     with _open(ctx, read_only=True) as warehouse:
         release = release_for(warehouse, release_ref)
-        recipe = release_meta(warehouse, release)["recipe"]
         url, files = push_release(
             warehouse,
             release,
-            recipe,
             repo,
             chosen,
             private=private,
@@ -609,12 +605,16 @@ def push(
 @app.command("import")
 def import_(
     ctx: typer.Context,
-    fmt: Annotated[str, typer.Argument(metavar="FORMAT", help=f"One of {', '.join(IMPORT_FORMATS)}.")],
+    fmt: Annotated[
+        str, typer.Argument(metavar="FORMAT", help="beir, or a layout a recipe declares (instructir, infosearch, ...).")
+    ],
     directory: Annotated[Path, typer.Argument(metavar="DIR", help="The release's folder (or an InF-IR file).")],
     name: Annotated[str | None, typer.Option(help="Name of the release; default: the folder's name.")] = None,
     as_json: JsonFlag = False,
 ) -> None:
     """Read a published release into the warehouse, to be measured like a generated one."""
+    from ifsynth.flows.run.exports import import_release
+
     with _open(ctx, read_only=False) as warehouse:
         report = import_release(warehouse, fmt, directory, name)
     if as_json:

@@ -11,26 +11,20 @@ import tempfile
 from pathlib import Path
 from typing import Literal, get_args
 
-from huggingface_hub import HfApi, get_token
+import httpx2
+from huggingface_hub import HfApi, constants, get_token
 from huggingface_hub.errors import HfHubHTTPError
 
+from ifsynth.flows.run.exports import export
 from ifsynth.schemas.errors import PushFailed
-from ifsynth.warehouse.export import Format, export
 from ifsynth.warehouse.store import Warehouse
 
 PushFormat = Literal["hf", "mteb", "beir"]
 PUSH_FORMATS: tuple[PushFormat, ...] = get_args(PushFormat)
 
 
-def export_format(fmt: PushFormat, recipe: str) -> Format:
-    """``hf`` is the Hub's own layout: InF-IR's configs for an InF-IR release, Parquet tables for the others."""
-    if fmt != "hf":
-        return fmt
-    return "hf" if recipe == "infir" else "parquet"
-
-
 def push(
-    warehouse: Warehouse, release: str, recipe: str, repo: str, fmt: PushFormat, *, private: bool, endpoints: bool
+    warehouse: Warehouse, release: str, repo: str, fmt: PushFormat, *, private: bool, endpoints: bool
 ) -> tuple[str, int]:
     """Export ``release`` into a temporary folder and upload it as one commit; the commit URL and file count."""
     if repo.count("/") != 1 or not all(repo.split("/")):
@@ -39,7 +33,8 @@ def push(
         raise PushFailed("no Hugging Face token: set HF_TOKEN (a write token) or run `hf auth login`")
     api = HfApi()
     with tempfile.TemporaryDirectory(prefix="ifsynth-push-") as folder:
-        written = export(warehouse, release, export_format(fmt, recipe), Path(folder), endpoints=endpoints)
+        written = export(warehouse, release, fmt, Path(folder), endpoints=endpoints).files
+        endpoint = constants.ENDPOINT
         try:
             api.create_repo(repo, repo_type="dataset", private=private, exist_ok=True)
             commit = api.upload_folder(
@@ -48,8 +43,14 @@ def push(
                 repo_type="dataset",
                 commit_message=f"ifsynth release {release} ({fmt})",
             )
+        except ValueError as exc:  # the library has the Hub validate README.md's metadata before the upload
+            raise PushFailed(f"the Hub at {endpoint} rejects the card of {release}: {exc}".replace("\n", " ")) from None
         except HfHubHTTPError as exc:
             status = exc.response.status_code if exc.response is not None else "no answer"
             hint = " (check that HF_TOKEN may write to it)" if status in (401, 403) else ""
-            raise PushFailed(f"the Hub refused the upload to {repo}: {status}{hint}") from None
+            raise PushFailed(f"the Hub at {endpoint} refused the upload to {repo}: {status}{hint}") from None
+        except httpx2.HTTPError as exc:
+            raise PushFailed(
+                f"the Hub at {endpoint} did not answer ({type(exc).__name__}); check HF_ENDPOINT"
+            ) from None
     return commit.commit_url, len(written)

@@ -38,15 +38,18 @@ def _load(path: str) -> Any:
 class Recipe:
     """Everything ifsynth needs to know of a recipe.
 
-        ``stages`` is ``module:function``, the function building the stage list from the recipe's settings;
-        ``variants`` are settings that between them reach every stage the recipe has (FollowIR's train mode runs
-        other stages than its eval mode), so the templates derived from the stages are all of them. ``seeds`` is
-        ``module:function`` for a recipe that reads more than the run's one seed source (InfoSearch: one per
-        dimension). ``metrics`` are what ``evaluate`` scores its releases with. ``prompts`` is the package whose
-        ``<name>/`` folder holds the templates, ``demo`` the package whose ``demo_seeds/`` folder ``--seeds demo``
-        reads, and ``exports`` the recipe's own export formats, each ``module:function`` writing a release's rows
-        (``warehouse.export.Exporter``) beside the formats every release takes. ``differences`` is the recipe's
-    fidelity list (its ``fidelity.py``)."""
+    ``stages`` is ``module:function``, the function building the stage list from the recipe's settings;
+    ``variants`` are settings that between them reach every stage the recipe has (FollowIR's train mode runs
+    other stages than its eval mode), so the templates derived from the stages are all of them. ``seeds`` is
+    ``module:function`` for a recipe that reads more than the run's one seed source (InfoSearch: one per
+    dimension). ``metrics`` are what ``evaluate`` scores its releases with. ``prompts`` is the package whose
+    ``<name>/`` folder holds the templates, ``demo`` the package whose ``demo_seeds/`` folder ``--seeds demo``
+    reads. ``exports`` are the recipe's own export formats, each ``module:function`` a ``warehouse.export.Writer``
+    (beside the formats every release takes; one of the same name, as ``hf``, takes the generic one's place),
+    ``imports`` the published layouts it reads, each ``module:function`` a ``warehouse.imports.Reader``, and
+    ``card`` ``module:function`` giving its cards' ``warehouse.cards.CardFacts`` from the card stored at
+    assembly (languages, the seed collection's license, notes). ``differences`` is the recipe's fidelity list
+    (its ``fidelity.py``)."""
 
     name: str
     paper: str
@@ -58,6 +61,8 @@ class Recipe:
     prompts: str = "ifsynth.prompts"
     demo: str = "ifsynth.flows"
     exports: Mapping[str, str] = field(default_factory=dict)
+    imports: Mapping[str, str] = field(default_factory=dict)
+    card: str | None = None
     summary: str = ""  # one line for `ifsynth run --help`
     differences: tuple[Difference, ...] = ()  # where its defaults depart from its authors, each with its reason
 
@@ -143,10 +148,25 @@ def metrics_of(name: str) -> RecipeMetrics:
     return recipe(name).metrics
 
 
-def exporter(name: str, fmt: str) -> Callable[..., Any] | None:
+def writer(name: str, fmt: str) -> Callable[..., Any] | None:
     """Recipe ``name``'s own writer of export format ``fmt``, if it declares one."""
+    declared = recipe(name)
+    return _load(declared.exports[fmt]) if fmt in declared.exports else None
+
+
+def card_facts(name: str) -> Callable[..., Any] | None:
+    """Recipe ``name``'s hook giving its cards' ``warehouse.cards.CardFacts`` from the stored card, if any."""
     declared = recipes().get(name)
-    if declared is None or fmt not in declared.exports:
-        return None
-    writer: Callable[..., Any] = _load(declared.exports[fmt])
-    return writer
+    return None if declared is None or declared.card is None else _load(declared.card)
+
+
+def importers() -> dict[str, tuple[str, Callable[..., Any]]]:
+    """Every import format a recipe declares -> (that recipe, its reader); two recipes declaring one format is
+    refused, naming both."""
+    found: dict[str, tuple[str, str]] = {}
+    for declared in recipes().values():
+        for fmt, path in declared.imports.items():
+            if fmt in found:
+                raise ConfigError(f"import format `{fmt}` is declared twice, by {found[fmt][0]} and {declared.name}")
+            found[fmt] = (declared.name, path)
+    return {fmt: (name, _load(path)) for fmt, (name, path) in found.items()}

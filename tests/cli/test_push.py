@@ -53,3 +53,23 @@ def test_push_without_a_token_or_with_a_refused_one_is_one_line(warehouse: str, 
         assert done.returncode == 1 and message in done.stderr, done.stderr
         assert len(done.stderr.strip().splitlines()) == 1 and "Traceback" not in done.stderr
     assert not hub.repos, "nothing was created"
+
+
+def test_hf_is_one_layout_in_push_and_export_and_the_card_passes_the_hubs_check(warehouse: str, tmp_path: Path) -> None:
+    with FakeHub(token=TOKEN) as hub:
+        pushed = cli("--warehouse", warehouse, "push", "orig", "--repo", "lab/hf", "--format", "hf",
+                     env=hub_env(hub, tmp_path))  # fmt: skip
+    exported = cli("--warehouse", warehouse, "export", "orig", "--format", "hf", "--out", str(tmp_path / "hf"))
+    assert pushed.returncode == 0 and exported.returncode == 0, pushed.stderr + exported.stderr
+    on_disk = {path.relative_to(tmp_path / "hf").as_posix() for path in (tmp_path / "hf").rglob("*") if path.is_file()}
+    assert set(hub.repos["lab/hf"].files) == on_disk == {"README.md", "instances.parquet", "corpus.parquet"}
+    [checked] = hub.validated  # huggingface_hub has the Hub validate README.md before it commits
+    assert checked["license"] == "other" and checked["license_name"] and checked["license_link"]
+
+
+def test_an_unreachable_hub_is_one_line_naming_it(warehouse: str, tmp_path: Path) -> None:
+    with FakeHub(token=TOKEN) as hub:
+        gone = hub.url  # the port is closed once the fake has stopped
+    done = cli("--warehouse", warehouse, "push", "orig", "--repo", "lab/x", env=hub_env(hub, tmp_path))
+    assert done.returncode == 1 and f"the Hub at {gone} did not answer" in done.stderr, done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1 and "Traceback" not in done.stderr

@@ -12,8 +12,8 @@ import pytest
 from scipy import sparse
 
 from ifsynth.flows.evaluation.diversity import TfidfEmbedder, aps, diversity, ingf
+from ifsynth.flows.run.exports import import_release
 from ifsynth.schemas.infir import FIELDS
-from ifsynth.warehouse.imports import import_release
 from ifsynth.warehouse.store import Warehouse
 from tests.conftest import cli
 from tests.fake_openai import FakeOpenAI, _embedding

@@ -18,11 +18,11 @@ from ifsynth.flows.evaluation.retrieval import read_run, write_run
 from ifsynth.flows.llm.local_model import LOCAL_BASE_URL, LOCAL_MODEL
 from ifsynth.flows.llm.route import is_loopback
 from ifsynth.flows.run.config import resolve
+from ifsynth.flows.run.exports import import_release
 from ifsynth.flows.run.registry import metrics_of
 from ifsynth.flows.run.runner import execute
 from ifsynth.warehouse import stats as release_stats
 from ifsynth.warehouse.export import release_for
-from ifsynth.warehouse.imports import import_release
 from ifsynth.warehouse.store import Warehouse
 from tests.conftest import INSTRUCTIR_SEEDS, SHARED_DATA, cli
 from tests.fake_openai import FakeOpenAI

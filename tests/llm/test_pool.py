@@ -17,10 +17,11 @@ from ifsynth.flows.llm.pool import GIVE_UP, MAX_REST, POOL_KEY, REST, STRIKES, P
 from ifsynth.flows.llm.retry import ReplyRejected
 from ifsynth.flows.llm.route import Route
 from ifsynth.flows.run.config import resolve
+from ifsynth.flows.run.exports import export
 from ifsynth.flows.run.runner import execute
 from ifsynth.schemas.config import Endpoint, Member, RunConfig
 from ifsynth.schemas.errors import EndpointDown
-from ifsynth.warehouse.export import export, release_for
+from ifsynth.warehouse.export import release_for
 from ifsynth.warehouse.store import Warehouse
 from tests.fake_openai import FakeOpenAI
 from tests.helpers import FakeClock, export_files, synthetic_beir

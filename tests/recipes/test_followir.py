@@ -21,12 +21,12 @@ import pytest
 from ifsynth.flows.evaluation.evaluate_release import EvaluateOptions, evaluate
 from ifsynth.flows.evaluation.metrics import pmrr_pair
 from ifsynth.flows.run.config import resolve
+from ifsynth.flows.run.exports import export, import_release
 from ifsynth.flows.run.registry import metrics_of
 from ifsynth.flows.run.runner import execute
 from ifsynth.flows.seeds import BeirFolder
 from ifsynth.warehouse import audit
-from ifsynth.warehouse.export import export, release_for
-from ifsynth.warehouse.imports import import_release
+from ifsynth.warehouse.export import release_for
 from ifsynth.warehouse.store import Warehouse
 from tests.conftest import REPO
 from tests.fake_openai import FakeOpenAI

@@ -20,13 +20,13 @@ from ifsynth.flows.evaluation.evaluate_release import EvaluateOptions, evaluate
 from ifsynth.flows.recipes.ifir.select import seed_sources
 from ifsynth.flows.recipes.ifir.settings import IFIRParams
 from ifsynth.flows.run.config import resolve
+from ifsynth.flows.run.exports import export, import_release
 from ifsynth.flows.run.registry import metrics_of
 from ifsynth.flows.run.runner import execute
 from ifsynth.schemas.errors import ConfigError
 from ifsynth.schemas.ifir import DOMAINS, SCHEMES, level_mode, release_id
 from ifsynth.warehouse import audit
-from ifsynth.warehouse.export import export, release_for
-from ifsynth.warehouse.imports import import_release
+from ifsynth.warehouse.export import release_for
 from ifsynth.warehouse.store import Warehouse
 from tests.conftest import REPO
 from tests.fake_openai import FakeOpenAI

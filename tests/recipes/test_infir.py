@@ -16,10 +16,11 @@ import pytest
 import yaml
 
 from ifsynth.flows.run.config import resolve
+from ifsynth.flows.run.exports import export
 from ifsynth.flows.run.runner import execute
 from ifsynth.schemas.errors import WarehouseError
 from ifsynth.warehouse import audit
-from ifsynth.warehouse.export import export, release_for
+from ifsynth.warehouse.export import release_for
 from ifsynth.warehouse.store import Warehouse
 from tests.conftest import INSTRUCTIR_SEEDS, REPO, cli
 from tests.fake_openai import FakeOpenAI
@@ -193,7 +194,8 @@ def test_exports_carry_exactly_the_seven_fields_and_no_newline(general: dict[str
         f"{name}_item" for name in SEVEN if "negative" in name or name == "instruction_positive"
     }
     for row in exported:
-        assert set(row) == {"id", *SEVEN, *provenance}
+        assert set(row) == {"id", *SEVEN, "document", *provenance}, "InF-Embed's MS MARCO branch reads `document`"
+        assert row["document"] == row["document_positive"]
         assert all(row[name] for name in SEVEN)
         assert row["instruction_positive"] == f"Find the source for {row['id']}."
         assert row["instruction_negative"] == f"Avoid the source for {row['id']}."
@@ -206,7 +208,7 @@ def test_exports_carry_exactly_the_seven_fields_and_no_newline(general: dict[str
     with Warehouse(general["warehouse"], read_only=True) as wh:
         release = release_for(wh, general["run"])
         export(wh, release, "triplets", general["root"] / "triplets")
-        export(wh, release, "triplets", general["root"] / "paper-order", anchor="instruction-query")
+        export(wh, release, "triplets", general["root"] / "paper-order", options={"anchor": "instruction-query"})
         export(wh, release, "hf", general["root"] / "hf")
         export(wh, release, "beir", general["root"] / "beir")
         export(wh, release, "jsonl", general["root"] / "jsonl")
@@ -341,9 +343,13 @@ def test_infir_formats_refuse_other_recipes_releases(tmp_path: Path) -> None:
         wh.write_release(
             name="ir", run_id=None, recipe="instructir", source="demo", card={}, docs=[], queries=[], qrels=[]
         )
-        for fmt in ("infir", "triplets", "hf"):
-            with pytest.raises(WarehouseError, match=f"--format {fmt} is for infir releases; release ir is instructir"):
+        for fmt, owners in (("infir", "infir"), ("triplets", "followir and infir")):
+            with pytest.raises(
+                WarehouseError, match=f"--format {fmt} is for {owners}( and \\w+)* releases; release ir"
+            ):
                 export(wh, "ir", fmt, tmp_path / fmt)
+        with pytest.raises(WarehouseError, match="release ir is empty"):  # hf takes any release: Parquet tables
+            export(wh, "ir", "hf", tmp_path / "hf")
 
 
 def test_random_answers_on_beir_seeds_carry_a_run_to_complete_exports(

@@ -16,11 +16,11 @@ import yaml
 
 from ifsynth.flows.recipes.infosearch.settings import DIMENSIONS
 from ifsynth.flows.run.config import resolve
+from ifsynth.flows.run.exports import export, import_release
 from ifsynth.flows.run.runner import execute
 from ifsynth.schemas.errors import ConfigError
 from ifsynth.warehouse import audit
-from ifsynth.warehouse.export import export, release_for
-from ifsynth.warehouse.imports import import_release
+from ifsynth.warehouse.export import release_for
 from ifsynth.warehouse.store import Warehouse
 from tests.conftest import REPO, cli
 from tests.fake_openai import FakeOpenAI

@@ -10,10 +10,11 @@ from pathlib import Path
 import pytest
 
 from ifsynth.flows.run.config import resolve
+from ifsynth.flows.run.exports import export
 from ifsynth.flows.run.runner import execute
 from ifsynth.flows.seeds import open_source
 from ifsynth.warehouse import audit
-from ifsynth.warehouse.export import export, release_for
+from ifsynth.warehouse.export import release_for
 from ifsynth.warehouse.store import Warehouse
 from tests.conftest import REPO
 from tests.fake_openai import FakeOpenAI

@@ -15,11 +15,11 @@ import pytest
 
 from ifsynth.flows.evaluation import scoring as evaluate
 from ifsynth.flows.evaluation.retrieval import read_run
+from ifsynth.flows.run.exports import import_release
 from ifsynth.flows.run.registry import metrics_of
 from ifsynth.schemas.errors import ConfigError, IfsynthError
 from ifsynth.schemas.infir import FIELDS as INFIR_FIELDS
 from ifsynth.warehouse import stats as release_stats
-from ifsynth.warehouse.imports import import_release
 from ifsynth.warehouse.store import Warehouse
 from tests.conftest import SHARED_DATA, cli
 from tests.helpers import query

@@ -17,4 +17,10 @@ RECIPE = Recipe(
     seeds="ifsynth.flows.recipes.followir.recipe:seed_sources",
     metrics=RecipeMetrics(ndcg=(5,), mrr=(), robustness=None),
     differences=DIFFERENCES,
+    exports={
+        "followir": "ifsynth.flows.recipes.followir.export:write",
+        "triplets": "ifsynth.flows.recipes.followir.export:write_triplets",
+    },
+    imports={"followir": "ifsynth.warehouse.imports:read_followir"},
+    card="ifsynth.flows.recipes.followir.export:card",
 )

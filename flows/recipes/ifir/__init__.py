@@ -15,4 +15,7 @@ RECIPE = Recipe(
     seeds="ifsynth.flows.recipes.ifir.recipe:seed_sources",
     metrics=RecipeMetrics(ndcg=(20,), mrr=(20,), map=False, robustness=None),
     differences=DIFFERENCES,
+    exports={"ifir": "ifsynth.flows.recipes.ifir.export:write"},
+    imports={"ifir": "ifsynth.warehouse.imports:read_ifir"},
+    card="ifsynth.flows.recipes.ifir.export:card",
 )

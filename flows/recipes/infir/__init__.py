@@ -13,4 +13,11 @@ RECIPE = Recipe(
     stages="ifsynth.flows.recipes.infir.recipe:stages",
     metrics=RecipeMetrics(ndcg=(10,), mrr=(10,), robustness=None),
     differences=DIFFERENCES,
+    exports={
+        "infir": "ifsynth.flows.recipes.infir.export:write_tuples",
+        "triplets": "ifsynth.flows.recipes.infir.export:write_triplets",
+        "hf": "ifsynth.flows.recipes.infir.export:write_hf",
+    },
+    imports={"infir": "ifsynth.warehouse.imports:read_infir"},
+    card="ifsynth.flows.recipes.infir.export:card",
 )

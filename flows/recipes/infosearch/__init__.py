@@ -16,4 +16,7 @@ RECIPE = Recipe(
     seeds="ifsynth.flows.recipes.infosearch.recipe:seed_sources",
     metrics=RecipeMetrics(ndcg=(10,), mrr=(1,), map=False, robustness=10),
     differences=DIFFERENCES,
+    exports={"infosearch": "ifsynth.flows.recipes.infosearch.export:write"},
+    imports={"infosearch": "ifsynth.warehouse.imports:read_infosearch"},
+    card="ifsynth.flows.recipes.infosearch.export:card",
 )

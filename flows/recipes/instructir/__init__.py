@@ -15,4 +15,6 @@ RECIPE = Recipe(
     stages="ifsynth.flows.recipes.instructir.recipe:stages",
     metrics=RecipeMetrics(ndcg=(10,), mrr=(10,), robustness=10),
     differences=DIFFERENCES,
+    imports={"instructir": "ifsynth.warehouse.imports:read_instructir"},
+    card="ifsynth.flows.recipes.instructir.export:card",
 )

@@ -10,7 +10,6 @@ label, score``) in JSONL and Parquet, or as sentence-transformers triplets.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -19,32 +18,32 @@ import pyarrow.parquet as pq
 
 from ifsynth.schemas.errors import WarehouseError
 from ifsynth.schemas.modes import FOLLOWIR_MODES, TRAIN
-
-RECIPE = "followir"
-FORMATS = ("followir",)
-JsonlWriter = Callable[[Path, Iterable[dict[str, Any]]], Path]
-TsvWriter = Callable[[Path, Iterable[tuple[Any, ...]]], Path]
+from ifsynth.warehouse.cards import CardFacts
+from ifsynth.warehouse.export import Release, Written, write_jsonl, write_tsv
 
 
-def write(
-    out: Path,
-    fmt: str,
-    docs: list[dict],
-    queries: list[dict],
-    qrels: list[dict],
-    top_ranked: list[dict],
-    jsonl: JsonlWriter,
-    tsv: TsvWriter,
-) -> list[Path]:
-    modes = {q["mode"] for q in queries}
-    if fmt == "triplets":
-        return [jsonl(out / "triplets.jsonl", triplets(docs, queries, qrels))] if modes == {TRAIN} else _refuse(fmt)
+def card(_: dict[str, Any]) -> CardFacts:
+    return CardFacts(license_name="trec-collections", license_link="https://trec.nist.gov/data.html")
+
+
+def write_triplets(release: Release, out: Path) -> Written:
+    """sentence-transformers triplets of a training release."""
+    if set(release.modes) != {TRAIN}:
+        raise WarehouseError("--format triplets is for training releases (infir, or followir with mode = train)")
+    rows = triplets(release.docs, release.queries, release.qrels)
+    return Written([write_jsonl(out / "triplets.jsonl", rows)], training=True)
+
+
+def write(release: Release, out: Path) -> Written:
+    """The public FollowIR layout of an evaluation release, or FollowIR-train's rows of a training one."""
+    docs, queries, qrels = release.docs, release.queries, release.qrels
+    modes = set(release.modes)
     if modes == {TRAIN}:
         rows = training_rows(docs, queries, qrels)
         path = out / "train.parquet"
         path.parent.mkdir(parents=True, exist_ok=True)
         pq.write_table(pa.Table.from_pylist(rows), path)
-        return [jsonl(out / "train.jsonl", rows), path]
+        return Written([write_jsonl(out / "train.jsonl", rows), path], training=True)
     if not modes <= set(FOLLOWIR_MODES):
         raise WarehouseError("--format followir needs a release with og and changed queries (or training rows)")
     by_query: dict[str, dict[str, Any]] = {}
@@ -54,19 +53,15 @@ def write(
         row[f"instruction_{q['mode']}"] = q["instruction"]
         row.update({key: meta[key] for key in ("short_query", "keywords") if key in meta})
     written = [
-        jsonl(out / "corpus.jsonl", ({"_id": d["doc_id"], "title": d["title"], "text": d["text"]} for d in docs)),
-        jsonl(out / "queries.jsonl", by_query.values()),
+        write_jsonl(out / "corpus.jsonl", ({"_id": d["doc_id"], "title": d["title"], "text": d["text"]} for d in docs)),
+        write_jsonl(out / "queries.jsonl", by_query.values()),
     ]
     for mode in FOLLOWIR_MODES:
         judged = ((r["query_id"], r["doc_id"], r["score"]) for r in qrels if r["mode"] == mode)
-        written.append(tsv(out / f"qrels_{mode}" / "test.tsv", judged))
-    pool = sorted({(r["query_id"], r["doc_id"]) for r in top_ranked})
-    written.append(jsonl(out / "top_ranked.jsonl", ({"qid": qid, "pid": pid} for qid, pid in pool)))
-    return written
-
-
-def _refuse(fmt: str) -> list[Path]:
-    raise WarehouseError(f"--format {fmt} is for training releases (infir, or followir with mode = train)")
+        written.append(write_tsv(out / f"qrels_{mode}" / "test.tsv", judged))
+    pool = sorted({(r["query_id"], r["doc_id"]) for r in release.top_ranked})
+    written.append(write_jsonl(out / "top_ranked.jsonl", ({"qid": qid, "pid": pid} for qid, pid in pool)))
+    return Written(written)
 
 
 def training_rows(docs: list[dict], queries: list[dict], qrels: list[dict]) -> list[dict[str, Any]]:

@@ -11,43 +11,74 @@ re-import keeps the lineage."""
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from ifsynth.schemas.errors import WarehouseError
-from ifsynth.schemas.ifir import level_of
-from ifsynth.warehouse.export_followir import JsonlWriter, TsvWriter
-
-RECIPE = "ifir"
-FORMATS = ("ifir",)
-TEST_DATA = "test_data.json"
-TextWriter = Callable[[Path, str], Path]
+from ifsynth.schemas.ifir import LEVELS, SINGLE_LEVEL, TEST_DATA, level_of
+from ifsynth.warehouse.cards import CardFacts
+from ifsynth.warehouse.export import Release, Written, write_jsonl, write_text, write_tsv
 
 
-def write(
-    out: Path,
-    docs: list[dict],
-    queries: list[dict],
-    qrels: list[dict],
-    jsonl: JsonlWriter,
-    tsv: TsvWriter,
-    text: TextWriter,
-) -> list[Path]:
+def card(_: dict[str, Any]) -> CardFacts:
+    return CardFacts(license_name="ifir-source-collections", license_link="https://github.com/SighingSnow/IFIR")
+
+
+def write(release: Release, out: Path) -> Written:
     """One folder per subset of the release, each file sorted by seed id, so identical releases give identical
     bytes."""
-    corpora = _corpora(docs)
-    tests = _query_rows(docs, queries, qrels)
+    corpora = _corpora(release.docs)
+    tests = _query_rows(release.docs, release.queries, release.qrels)
     written: list[Path] = []
-    for subset in sorted(corpora.keys() | tests.keys()):
+    left_out = [
+        f"subset {subset}: no query of it survived the run's filters" for subset in sorted(corpora - tests.keys())
+    ]
+    for subset in sorted(tests):
         folder, rows = out / subset, tests.get(subset, [])
         written += [
-            jsonl(folder / f"{subset}-corpus.jsonl", corpora.get(subset, [])),
-            jsonl(folder / f"{subset}-query.jsonl", ({"_id": row["_id"], "text": row["text"]} for row in rows)),
-            tsv(folder / f"{subset}-qrel.tsv", ((row["_id"], p["_id"], 1) for row in rows for p in row["corpus"])),
-            text(folder / TEST_DATA, json.dumps(rows, indent=1, ensure_ascii=False) + "\n"),
+            write_jsonl(folder / f"{subset}-corpus.jsonl", corpora.get(subset, [])),
+            write_jsonl(folder / f"{subset}-query.jsonl", (query for row in rows for query in _beir_queries(row))),
+            write_tsv(folder / f"{subset}-qrel.tsv", (judged for row in rows for judged in _beir_qrels(row))),
+            write_text(folder / TEST_DATA, json.dumps(rows, indent=1, ensure_ascii=False) + "\n"),
         ]
-    return written
+    return Written(written, left_out=left_out, notes=_missing_levels(tests))
+
+
+def _beir_queries(row: dict[str, Any]) -> list[dict[str, str]]:
+    """IFIR's BEIR scripts read a query's level from its id's last ``_<level>`` (0: no instruction) and retrieve
+    with the query and the level's instruction joined by a space."""
+    plain = {"_id": f"{row['_id']}_0", "text": row["text"]}
+    levels = [
+        {"_id": f"{row['_id']}_{i['level']}", "text": f"{row['text']} {i['instruction']}"} for i in row["instructions"]
+    ]
+    return [plain, *levels]
+
+
+def _beir_qrels(row: dict[str, Any]) -> list[tuple[str, str, int]]:
+    """Level 0's are the originally relevant passages; a level's, those still relevant under its instruction."""
+    plain = [(f"{row['_id']}_0", passage["_id"], 1) for passage in row["corpus"]]
+    kept = [
+        (f"{row['_id']}_{i['level']}", row["corpus"][index]["_id"], 1)
+        for i in row["instructions"]
+        for index in i["rel"]
+    ]
+    return [*plain, *kept]
+
+
+def _missing_levels(tests: dict[str, list[dict[str, Any]]]) -> list[str]:
+    """IFIR's ``src/eval.py`` averages every level 1-3 of a reasoning subset unguarded, so a subset lacking one
+    divides by zero there: the script's own bug, which the export can only name."""
+    notes = []
+    for subset, rows in sorted(tests.items()):
+        present = {i["level"] for row in rows for i in row["instructions"]}
+        absent = sorted(set(LEVELS) - present)
+        if absent and subset not in SINGLE_LEVEL:
+            notes.append(
+                f"Subset {subset} has no query at level {', '.join(map(str, absent))}: IFIR's src/eval.py divides by "
+                "zero averaging an empty level (its `get_level`); evaluate it with `ifsynth evaluate`, or skip "
+                'those levels in eval.py\'s `results["level"]`.'
+            )
+    return notes
 
 
 def _passage(doc: dict[str, Any]) -> dict[str, str]:

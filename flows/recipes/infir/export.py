@@ -14,9 +14,9 @@ import pyarrow.parquet as pq
 
 from ifsynth.schemas.errors import WarehouseError
 from ifsynth.schemas.infir import FIELDS, MODES
+from ifsynth.warehouse.cards import CardFacts
+from ifsynth.warehouse.export import Release, Written, write_jsonl
 
-RECIPE = "infir"
-FORMATS = ("infir", "triplets", "hf")
 # release role of a passage -> the field it fills
 DOC_FIELDS = {mode: passage for mode, (_, _, passage) in MODES.items()}
 ITEM_COLUMNS = (
@@ -30,6 +30,8 @@ HF_CONFIGS: list[dict[str, Any]] = [
     {"config_name": "infir", "data_files": [{"split": "train", "path": "infir/train-*.parquet"}], "default": True},
     {"config_name": "triplets", "data_files": [{"split": "train", "path": "triplets/train-*.parquet"}]},
 ]
+# InF-Embed's loader reads P+ as `document_positive` on one branch and `document` on its default (MS MARCO) one
+TUPLE_COLUMNS = ("id", *FIELDS, "document")
 AnchorOrder = Literal["query-instruction", "instruction-query"]
 ANCHOR_ORDERS: tuple[AnchorOrder, ...] = get_args(AnchorOrder)
 
@@ -46,6 +48,10 @@ def notes(order: AnchorOrder) -> list[str]:
         "two rows no batch holds a copy of a row's own anchor as a false in-batch negative. If you split the "
         "rows one negative each, train with `batch_sampler=BatchSamplers.NO_DUPLICATES`.",
     ]
+
+
+def card(_: dict[str, Any]) -> CardFacts:
+    return CardFacts(license_name="ms-marco", license_link="https://microsoft.github.io/msmarco/")
 
 
 def anchor(instruction: str, query: str, order: AnchorOrder) -> str:
@@ -72,6 +78,7 @@ def tuples(docs: list[dict[str, Any]], queries: list[dict[str, Any]]) -> list[di
             "query_positive": positive["query"],
             "instruction_positive": positive["instruction"],
             "document_positive": passages[tuple_id]["document_positive"],
+            "document": passages[tuple_id]["document_positive"],
             "query_negative": by_mode["negative_query"]["query"],
             "instruction_negative": by_mode["negative_instruction"]["instruction"],
             "hard_negative_document_1": passages[tuple_id]["hard_negative_document_1"],
@@ -105,20 +112,43 @@ def _table(rows: list[dict[str, Any]], columns: tuple[str, ...]) -> pa.Table:
     return pa.table({name: pa.array([row.get(name) for row in rows], pa.string()) for name in names})
 
 
-def write(out: Path, docs: list[dict], queries: list[dict], fmt: str, jsonl: Any, order: AnchorOrder) -> list[Path]:
-    """Write ``fmt`` (infir, triplets or hf) into ``out``; ``jsonl`` writes rows as JSON lines."""
-    rows = tuples(docs, queries)
-    flat = triplets(rows, order)
-    tuple_columns = ("id", *FIELDS)
-    if fmt == "hf":
-        written = []
-        for name, table in (("infir", _table(rows, tuple_columns)), ("triplets", _table(flat, ("anchor",)))):
-            path = out / name / "train-00000-of-00001.parquet"
-            path.parent.mkdir(parents=True, exist_ok=True)
-            pq.write_table(table, path)
-            written.append(path)
-        return written
-    name, data, columns = ("infir", rows, tuple_columns) if fmt == "infir" else ("triplets", flat, ("anchor",))
+def _order(release: Release) -> AnchorOrder:
+    order = release.options.get("anchor", ANCHOR_ORDERS[0])
+    if order not in ANCHOR_ORDERS:
+        raise WarehouseError(f"--anchor must be one of {', '.join(ANCHOR_ORDERS)}, not {order}")
+    return ANCHOR_ORDERS[ANCHOR_ORDERS.index(order)]
+
+
+def write_hf(release: Release, out: Path) -> Written:
+    """The Hub's layout: the tuples and the triplets as two Parquet configs."""
+    rows = tuples(release.docs, release.queries)
+    order = _order(release)
+    written = []
+    for name, table in (
+        ("infir", _table(rows, TUPLE_COLUMNS)),
+        ("triplets", _table(triplets(rows, order), ("anchor",))),
+    ):
+        path = out / name / "train-00000-of-00001.parquet"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        pq.write_table(table, path)
+        written.append(path)
+    return Written(written, configs=HF_CONFIGS, training=True, notes=notes(order))
+
+
+def write_tuples(release: Release, out: Path) -> Written:
+    """The seven-field tuples InF-IR released, in JSONL and Parquet."""
+    rows = tuples(release.docs, release.queries)
+    return _both(out, "infir", rows, TUPLE_COLUMNS, notes(_order(release)))
+
+
+def write_triplets(release: Release, out: Path) -> Written:
+    """sentence-transformers triplets, in JSONL and Parquet."""
+    order = _order(release)
+    return _both(out, "triplets", triplets(tuples(release.docs, release.queries), order), ("anchor",), notes(order))
+
+
+def _both(out: Path, name: str, data: list[dict[str, Any]], columns: tuple[str, ...], told: list[str]) -> Written:
     path = out / f"{name}.parquet"
+    written = [write_jsonl(out / f"{name}.jsonl", data)]
     pq.write_table(_table(data, columns), path)
-    return [jsonl(out / f"{name}.jsonl", data), path]
+    return Written([*written, path], training=True, notes=told)

@@ -9,23 +9,35 @@ from typing import Any
 
 from ifsynth.schemas.errors import WarehouseError
 from ifsynth.schemas.modes import INFOSEARCH_MODES
+from ifsynth.warehouse.cards import CardFacts
+from ifsynth.warehouse.export import Release, Written, write_jsonl, write_tsv
 
 
-def write_infosearch(
-    out: Path, docs: list[dict], queries: list[dict], qrels: list[dict], card: dict[str, Any]
-) -> list[Path]:
-    """Every dimension of the run gets its folder, an empty one when no core query of it survived."""
-    from ifsynth.warehouse.export import _jsonl, _tsv
+def card(stored: dict[str, Any]) -> CardFacts:
+    """English, and Chinese where the release has the language dimension (Chinese documents)."""
+    dimensions = (stored.get("params") or {}).get("dimensions") or []
+    return CardFacts(
+        languages=("en", "zh") if "language" in dimensions else ("en",),
+        license_name="infosearch",
+        license_link="https://github.com/EIT-NLP/InfoSearch",
+    )
 
-    if card.get("recipe") != "infosearch" or {q["mode"] for q in queries} - set(INFOSEARCH_MODES):
+
+def write(release: Release, out: Path) -> Written:
+    """A folder per dimension of the run that kept a core query; one that kept none is left out (an empty
+    folder breaks the loaders that read it), and said so."""
+    docs, queries, qrels, card = release.docs, release.queries, release.qrels, release.card
+    if set(release.modes) - set(INFOSEARCH_MODES):
         raise WarehouseError(
-            f"--format infosearch needs a release of an infosearch run, not of {card.get('recipe', 'unknown')}; "
+            "--format infosearch needs a release with og, changed and reversed queries; "
             "use --format beir, mteb, jsonl or parquet for this one"
         )
     dimension_of = {q["query_id"]: json.loads(q["meta"])["dimension"] for q in queries}
     dimensions = set(card.get("params", {}).get("dimensions", [])) | set(dimension_of.values())
     written: list[Path] = []
-    for dimension in sorted(dimensions):
+    empty = sorted(dimensions - set(dimension_of.values()))
+    left_out = [f"dimension {dimension}: no core query of it survived the run's filters" for dimension in empty]
+    for dimension in sorted(set(dimension_of.values())):
         folder = out / dimension
         rows: dict[str, dict[str, str]] = {}
         for q in queries:
@@ -37,9 +49,9 @@ def write_infosearch(
             for d in docs
             if json.loads(d["meta"]).get("dimension") == dimension
         )
-        written.append(_jsonl(folder / "corpus.jsonl", corpus))
+        written.append(write_jsonl(folder / "corpus.jsonl", corpus))
         written.append(
-            _jsonl(
+            write_jsonl(
                 folder / "queries.jsonl",
                 (
                     {
@@ -53,7 +65,7 @@ def write_infosearch(
         )
         for mode in INFOSEARCH_MODES:
             written.append(
-                _tsv(
+                write_tsv(
                     folder / f"qrels_{mode}" / "test.tsv",
                     (
                         (r["query_id"], r["doc_id"], r["score"])
@@ -62,4 +74,4 @@ def write_infosearch(
                     ),
                 )
             )
-    return written
+    return Written(written, left_out=left_out)
