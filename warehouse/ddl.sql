@@ -147,3 +147,13 @@ CREATE TABLE IF NOT EXISTS llm_batches (
 
 -- Inputs a stage left aside without judging them (eligible seeds beyond --limit), so every funnel row adds up.
 ALTER TABLE stage_counts ADD COLUMN IF NOT EXISTS set_aside INTEGER DEFAULT 0;
+
+-- Embedding vectors, one per text: the cache of `/embeddings` requests, keyed like LLM calls (endpoint, model,
+-- text), so a text is embedded once whatever the batches it went out in.
+CREATE TABLE IF NOT EXISTS embeddings (
+    key        VARCHAR PRIMARY KEY,
+    model      VARCHAR NOT NULL,
+    vector     FLOAT[] NOT NULL,
+    created_at TIMESTAMP NOT NULL
+);
+

@@ -988,3 +988,32 @@ class Warehouse:
             except BaseException:
                 cursor.execute("ROLLBACK")
                 raise
+
+    # -- embeddings --------------------------------------------------------------------------------
+
+    def embeddings(self, keys: Sequence[str]) -> dict[str, list[float]]:
+        """The cached vectors of these text keys (those present)."""
+        if not keys or not self._has_table("embeddings"):
+            return {}
+        rows = self._sql("SELECT key, vector FROM embeddings WHERE key IN (SELECT unnest(?::VARCHAR[]))", [list(keys)])
+        return {row["key"]: row["vector"] for row in rows}
+
+    def add_embeddings(self, model: str, vectors: Mapping[str, Sequence[float]]) -> None:
+        """Store vectors by text key at once (not buffered: a batch of them is one answer, kept as it lands)."""
+        table = pa.table(
+            {
+                "key": pa.array(list(vectors), _STR),
+                "model": pa.array([model] * len(vectors), _STR),
+                "vector": pa.array([list(v) for v in vectors.values()], pa.list_(pa.float32())),
+                "created_at": pa.array([datetime.now()] * len(vectors), pa.timestamp("us")),
+            }
+        )
+        self._execute("INSERT OR IGNORE INTO embeddings SELECT * FROM incoming", tables={"incoming": table})
+
+    def _has_table(self, table: str) -> bool:
+        """Whether the file has this table: a file an older ifsynth wrote and this process only reads may not."""
+        return bool(
+            self._sql(
+                "SELECT 1 FROM duckdb_tables() WHERE database_name = current_database() AND table_name = ?", [table]
+            )
+        )

@@ -640,11 +640,26 @@ def _stat_rows(report: dict[str, Any]) -> list[tuple[str, str]]:
     return rows
 
 
+EmbedBaseUrl = Annotated[str | None, typer.Option(help="embed: an OpenAI-compatible /embeddings endpoint.")]
+EmbedFormat = Annotated[
+    str,
+    typer.Option(
+        help="embed: how a query carries its instruction: instruct (Instruct: ...\\nQuery: ...), plain, "
+        "or a pattern with {instruction} and {query}."
+    ),
+]
+EmbedKeyEnv = Annotated[str, typer.Option(help="embed: the environment variable holding the endpoint's key.")]
+EmbedBatch = Annotated[int, typer.Option(help="embed: texts per /embeddings request.")]
+
+
 @app.command()
 def evaluate(
     ctx: typer.Context,
     release: Annotated[str, typer.Argument(help="A release name, or a run id or name.")],
-    retriever: Annotated[str | None, typer.Option(help="bm25: retrieve with the built-in BM25 (bm25s).")] = None,
+    retriever: Annotated[
+        str | None,
+        typer.Option(help="bm25: the built-in BM25 (bm25s); embed:MODEL: an embedding model at --embed-base-url."),
+    ] = None,
     run_file: Annotated[
         Path | None, typer.Option("--run", help="Score this TREC run (qid Q0 docid rank score tag) instead.")
     ] = None,
@@ -684,8 +699,14 @@ def evaluate(
         str, typer.Option(help="INSTFOL judge: json_schema, json_object or none.")
     ] = "json_schema",
     as_json: JsonFlag = False,
+    embed_base_url: EmbedBaseUrl = None,
+    embed_format: EmbedFormat = "instruct",
+    embed_key_env: EmbedKeyEnv = "OPENAI_API_KEY",
+    embed_batch: EmbedBatch = 64,
+    max_calls: Annotated[int | None, typer.Option(help="embed: at most this many /embeddings requests.")] = None,
 ) -> None:
-    """Retrieve with BM25 (writing a TREC run) or score your own run, with the metrics of the release's recipe."""
+    """Retrieve with BM25 or an embedding model (writing a TREC run) or score your own run, with the metrics of
+    the release's recipe."""
     from ifsynth.flows.evaluation import scoring as evaluation
     from ifsynth.flows.evaluation.evaluate_release import EvaluateOptions
     from ifsynth.flows.evaluation.evaluate_release import evaluate as evaluate_release
@@ -705,9 +726,14 @@ def evaluate(
             "local_model": local_model,
             "judge_model": judge_model,
             "structured_output": structured_output,
+            "embed_base_url": embed_base_url,
+            "embed_format": embed_format,
+            "embed_key_env": embed_key_env,
+            "embed_batch": embed_batch,
+            "max_calls": max_calls,
         }
     )
-    with _open(ctx, read_only=not instfol) as warehouse:
+    with _open(ctx, read_only=not instfol and options.system_kind != "embed") as warehouse:
         report = evaluate_release(
             warehouse, release, options, metrics_of, notify=lambda line: err.print(line, markup=False)
         )
