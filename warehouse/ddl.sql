@@ -157,3 +157,10 @@ CREATE TABLE IF NOT EXISTS embeddings (
     created_at TIMESTAMP NOT NULL
 );
 
+-- `ifsynth validity` results: how far a regenerated release ranks systems as the original does (the report).
+CREATE TABLE IF NOT EXISTS validity (
+    original    VARCHAR NOT NULL,
+    regenerated VARCHAR NOT NULL,
+    report      JSON NOT NULL,
+    created_at  TIMESTAMP NOT NULL
+);

@@ -1017,3 +1017,23 @@ class Warehouse:
                 "SELECT 1 FROM duckdb_tables() WHERE database_name = current_database() AND table_name = ?", [table]
             )
         )
+
+    # -- validity ----------------------------------------------------------------------------------
+
+    def add_validity(self, report: Mapping[str, Any]) -> None:
+        """Keep a validity result, for ``report --compare`` to chart."""
+        self._execute(
+            "INSERT INTO validity VALUES (?, ?, ?, ?)",
+            [report["original"], report["regenerated"], json.dumps(report, sort_keys=True), datetime.now()],
+        )
+
+    def latest_validity(self, one: str, other: str) -> dict[str, Any] | None:
+        """The newest validity result between these two releases, either way round."""
+        if not self._has_table("validity"):
+            return None
+        rows = self._sql(
+            "SELECT report FROM validity WHERE (original = ? AND regenerated = ?) "
+            "OR (original = ? AND regenerated = ?) ORDER BY created_at DESC LIMIT 1",
+            [one, other, other, one],
+        )
+        return json.loads(rows[0]["report"]) if rows else None

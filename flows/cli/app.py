@@ -930,6 +930,85 @@ def agreement(ctx: typer.Context, run_ref: RunArg = None, as_json: JsonFlag = Fa
     out.print(table)
 
 
+@app.command()
+def validity(
+    ctx: typer.Context,
+    original: Annotated[str, typer.Argument(help="The original release (an imported one, say).")],
+    regenerated: Annotated[str, typer.Argument(help="The release regenerated from it.")],
+    system: Annotated[
+        list[str],
+        typer.Option(
+            help="A system to rank, twice or more: bm25, bm25:k1=K,b=B,bare (any of them), embed:MODEL, "
+            "run:NAME=ORIGINAL.trec,REGENERATED.trec."
+        ),
+    ],
+    metric: Annotated[
+        str | None, typer.Option(help="The headline metric (default: the recipe's first, e.g. ndcg@10).")
+    ] = None,
+    reference: Annotated[list[str] | None, typer.Option(help="As evaluate's --reference. Repeatable.")] = None,
+    depth: Annotated[int, typer.Option(help="Documents each retriever returns per query.")] = 1000,
+    samples: Annotated[int, typer.Option(help="Bootstrap resamplings of the queries.")] = 1000,
+    seed: Annotated[int, typer.Option(help="Seed of the bootstrap.")] = 0,
+    embed_base_url: EmbedBaseUrl = None,
+    embed_format: EmbedFormat = "instruct",
+    embed_key_env: EmbedKeyEnv = "OPENAI_API_KEY",
+    embed_batch: EmbedBatch = 64,
+    as_json: JsonFlag = False,
+) -> None:
+    """Does REGENERATED rank retrieval systems as ORIGINAL does? Each system's score on both, Kendall's tau
+    and Spearman's rho of the two rankings with a bootstrap interval over queries, and per-metric agreement."""
+    from ifsynth.flows.evaluation import validity as checks
+    from ifsynth.flows.evaluation.evaluate_release import EvaluateOptions
+    from ifsynth.flows.run.registry import metrics_of
+
+    def dense(model: str) -> Any:
+        options = {
+            "retriever": f"embed:{model}",
+            "embed_base_url": embed_base_url,
+            "embed_format": embed_format,
+            "embed_key_env": embed_key_env,
+            "embed_batch": embed_batch,
+        }
+        return EvaluateOptions.model_validate(options).system(warehouse, f"{original}~{regenerated}")
+
+    checked = EvaluateOptions.model_validate({"retriever": "bm25", "references": tuple(reference or ())})
+    with _open(ctx, read_only=False) as warehouse:
+        systems = [checks.parse_system(spec, dense) for spec in system]
+        report = checks.validity(
+            warehouse,
+            original,
+            regenerated,
+            systems,
+            metrics_of,
+            metric=metric,
+            references=checked.references,
+            depth=depth,
+            samples=samples,
+            seed=seed,
+        )
+        warehouse.add_validity(report)
+    for counts in report.get("embeddings", []):
+        err.print(f"{counts['system']}: {counts['requests']} requests sent, {counts['cached']} texts cached")
+    if as_json:
+        _json(report)
+        return
+    table = Table("system", Column(report["original"], justify="right"), Column(report["regenerated"], justify="right"),
+                  Column("rank", justify="right"), title=f"{report['metric']}")  # fmt: skip
+    for row in report["systems"]:
+        ranks = f"{row['original_rank']} -> {row['regenerated_rank']}"
+        table.add_row(row["system"], _fmt(row["original"], 4), _fmt(row["regenerated"], 4), ranks)
+    out.print(table)
+    interval = report["bootstrap"]
+    for name, label in (("kendall_tau", "Kendall's tau-b"), ("spearman_rho", "Spearman's rho")):
+        bounds = interval[name]
+        said = f"[{bounds[0]:.3f}, {bounds[1]:.3f}]" if bounds else "[-]"
+        out.print(f"{label}: {_fmt(report[name])} {said} ({interval['samples']} resamplings of queries)")
+    agreement = Table("metric", Column("tau-b", justify="right"), Column("rho", justify="right"), title="per metric")
+    for row in report["per_metric"]:
+        agreement.add_row(row["metric"], _fmt(row["kendall_tau"]), _fmt(row["spearman_rho"]))
+    out.print(agreement)
+
+
 def main() -> None:
     import click
 
