@@ -992,8 +992,9 @@ def validity(
     if as_json:
         _json(report)
         return
-    table = Table("system", Column(report["original"], justify="right"), Column(report["regenerated"], justify="right"),
-                  Column("rank", justify="right"), title=f"{report['metric']}")  # fmt: skip
+    modes = " / ".join(dict.fromkeys(report["modes"]))  # the mode scored on each release, once when the same
+    columns = (Column(report[side], justify="right") for side in ("original", "regenerated"))
+    table = Table("system", *columns, Column("rank", justify="right"), title=f"{report['metric']} ({modes})")
     for row in report["systems"]:
         ranks = f"{row['original_rank']} -> {row['regenerated_rank']}"
         table.add_row(row["system"], _fmt(row["original"], 4), _fmt(row["regenerated"], 4), ranks)

@@ -11,6 +11,7 @@ reports share gets its point correlations ("per-metric agreement").
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -132,8 +133,10 @@ def validity(
 
 def correlations(x: Sequence[float] | np.ndarray, y: Sequence[float] | np.ndarray) -> dict[str, float | None]:
     """Kendall's tau-b and Spearman's rho of two score lists (None where undefined: a constant list)."""
-    tau = stats.kendalltau(x, y).statistic
-    rho = stats.spearmanr(x, y).statistic
+    with warnings.catch_warnings():  # a constant list: undefined, said as None below
+        warnings.simplefilter("ignore", stats.ConstantInputWarning)
+        tau = stats.kendalltau(x, y).statistic
+        rho = stats.spearmanr(x, y).statistic
     return {"kendall_tau": _finite(tau), "spearman_rho": _finite(rho)}
 
 

@@ -84,7 +84,7 @@ class Embedder:
         return [found[keys[text]] for text in texts]
 
     async def _send(self, pool: Pool, chunk: list[str], keys: dict[str, str]) -> dict[str, list[float]]:
-        body = {"model": self.model, "input": chunk}
+        body = {"model": self.model, "input": [text or " " for text in chunk]}  # OpenAI refuses an empty input
         key = sha256(canonical({"base_url": pool.key_url, **body}))
         vectors, attempts = await self.gateway.retrying(pool, lambda n: self._attempt(pool, key, body, n))
         self.counts.requests += attempts
