@@ -54,7 +54,7 @@ class EvaluateOptions(BaseModel):
     def _explain(cls, data: dict[str, Any]) -> dict[str, Any]:
         retriever = data.get("retriever")
         if (retriever is None) == (data.get("run_file") is None):
-            raise ConfigError("give exactly one of --retriever (bm25, embed:MODEL) and --run FILE")
+            raise ConfigError("give exactly one of --retriever bm25 and --run FILE (or --retriever embed:MODEL)")
         if retriever not in (None, "bm25") and not (retriever.startswith("embed:") and retriever[6:]):
             raise ConfigError("--retriever must be bm25 or embed:MODEL (or score any model's output with --run FILE)")
         if data.get("embed_base_url") and not (retriever or "").startswith("embed:"):
