@@ -4,7 +4,7 @@ Tests and benchmarks point the real ``openai`` SDK at it, so transport, retries 
 exactly as in production. Faults are a pure function of (seed, request body, attempt number): two runs against
 fresh fakes see the same faults, and a retried request can still succeed on a later attempt.
 
-Endpoints: POST /v1/chat/completions, GET /v1/models, the Batch API (POST /v1/files, GET
+Endpoints: POST /v1/chat/completions, POST /v1/embeddings, GET /v1/models, the Batch API (POST /v1/files, GET
 /v1/files/{id}/content, POST /v1/batches, GET /v1/batches/{id}: a batch completes on its `batch_polls`-th
 retrieval), and for tests GET /_stats and POST /_reset.
 Standalone: ``python -m tests.fake_openai --port 8765 --latency 0.2 --rate-429 0.1`` serves until SIGINT/SIGTERM.
@@ -185,7 +185,8 @@ class FakeOpenAI:
         self._counts: Counter[str] = Counter()
         self._in_flight = self._peak_in_flight = 0  # chat requests received and not yet answered
         self._bodies: list[bytes] = []  # raw, parsed on demand: keeps memory and per-request cost low
-        self._embedded: list[str] = []  # every text sent to /v1/embeddings
+        self._embedded: list[str] = []  # every text sent to /v1/embeddings and answered
+        self._embedding_counts: Counter[str] = Counter()  # embeddings requests per outcome
         self._headers: list[list[tuple[bytes, bytes]]] = []
         self._models: set[str] = set(KNOWN_MODELS)
         self._app = Starlette(
@@ -294,6 +295,7 @@ class FakeOpenAI:
             self._peak_in_flight = self._in_flight
             self._bodies.clear()
             self._embedded.clear()
+            self._embedding_counts.clear()
             self._headers.clear()
 
     @property
@@ -549,14 +551,34 @@ class FakeOpenAI:
 
     async def _embeddings(self, request: Request) -> JSONResponse:
         """Deterministic vectors: each lower-cased word adds 1 to one of EMBEDDING_DIM hashed coordinates, so
-        texts sharing words point the same way and identical texts embed identically."""
-        body = await request.json()
+        texts sharing words point the same way and identical texts embed identically. Faults come as for chat
+        requests (the script first, then the rates); an ``invalid_json`` or ``length`` draw answers normally."""
+        raw = await request.body()
+        body = json.loads(raw)
         texts = [body["input"]] if isinstance(body["input"], str) else list(body["input"])
         with self._lock:
-            self._embedded += texts
+            settings = self._settings
+            attempt = self._seen[raw]
+            self._seen[raw] = attempt + 1
+            draw = int(hashlib.sha256(b"%s\x00%d\x00%d" % (raw, settings.seed, attempt)).hexdigest()[:16], 16)
+            outcome = self._script.popleft() if self._script else settings.pick_fault(draw / 16**16)
+            self._embedding_counts[outcome] += 1
+            if outcome not in _ERRORS and outcome != "timeout":
+                self._embedded += texts
+        if outcome in _ERRORS:
+            headers = {"retry-after": f"{settings.retry_after:g}"} if outcome == "429" else {}
+            return _error_response(int(outcome), _ERRORS[outcome], headers)
+        if outcome == "timeout":
+            await self._stall(settings.timeout_sleep)
         data = [{"object": "embedding", "index": i, "embedding": _embedding(t)} for i, t in enumerate(texts)]
         usage = {"prompt_tokens": sum(len(t.split()) for t in texts), "total_tokens": 0}
         return JSONResponse({"object": "list", "data": data, "model": body["model"], "usage": usage})
+
+    @property
+    def embedding_stats(self) -> dict[str, int]:
+        """Requests to the embeddings endpoint so far, per outcome (``ok`` answered), and their total."""
+        with self._lock:
+            return {"requests": self._embedding_counts.total(), **self._embedding_counts}
 
     async def _get_stats(self, request: Request) -> JSONResponse:
         return JSONResponse(self.stats())

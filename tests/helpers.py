@@ -168,3 +168,23 @@ def synthetic_beir(root: Path, queries: int, *, noise: int = 2) -> Path:
     rows = "".join(f"q{i}\td{i}\t1\n" for i in range(queries))
     (root / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\n" + rows)
     return root
+
+
+def synthetic_followir(root: Path, topics: int) -> Path:
+    """A deterministic FollowIR folder: ``topics`` topics of two positives each in the original mode, the
+    second dropped by the altered instruction, over four passages per topic plus their noise."""
+    rng = random.Random(topics)
+
+    def text(low: int, high: int) -> str:
+        return " ".join(rng.choice(WORDS) for _ in range(rng.randint(low, high)))
+
+    synthetic_beir(root, topics * 2, noise=1)
+    with (root / "queries.jsonl").open("w") as qs:
+        for t in range(topics):
+            qs.write(json.dumps({"_id": f"t{t}", "text": text(3, 5), "instruction_og": text(6, 9),
+                                 "instruction_changed": text(6, 9)}) + "\n")  # fmt: skip
+    for mode, kept in (("og", 1), ("changed", 0)):
+        (root / f"qrels_{mode}").mkdir(exist_ok=True)
+        rows = "".join(f"t{t}\td{2 * t}\t1\nt{t}\td{2 * t + 1}\t{kept}\n" for t in range(topics))
+        (root / f"qrels_{mode}" / "test.tsv").write_text("query-id\tcorpus-id\tscore\n" + rows)
+    return root

@@ -150,3 +150,20 @@ ALTER TABLE stage_counts ADD COLUMN IF NOT EXISTS set_aside INTEGER DEFAULT 0;
 
 -- The rule a verdict applied, without its measured value (score) or limit (threshold): what reasons group by.
 ALTER TABLE verdicts ADD COLUMN IF NOT EXISTS rule VARCHAR;
+
+-- Embedding vectors, one per text: the cache of `/embeddings` requests, keyed like LLM calls (endpoint, model,
+-- text), so a text is embedded once whatever the batches it went out in.
+CREATE TABLE IF NOT EXISTS embeddings (
+    key        VARCHAR PRIMARY KEY,
+    model      VARCHAR NOT NULL,
+    vector     FLOAT[] NOT NULL,
+    created_at TIMESTAMP NOT NULL
+);
+
+-- `ifsynth validity` results: how far a regenerated release ranks systems as the original does (the report).
+CREATE TABLE IF NOT EXISTS validity (
+    original    VARCHAR NOT NULL,
+    regenerated VARCHAR NOT NULL,
+    report      JSON NOT NULL,
+    created_at  TIMESTAMP NOT NULL
+);

@@ -994,3 +994,52 @@ class Warehouse:
             except BaseException:
                 cursor.execute("ROLLBACK")
                 raise
+
+    # -- embeddings --------------------------------------------------------------------------------
+
+    def embeddings(self, keys: Sequence[str]) -> dict[str, list[float]]:
+        """The cached vectors of these text keys (those present)."""
+        if not keys or not self._has_table("embeddings"):
+            return {}
+        rows = self._sql("SELECT key, vector FROM embeddings WHERE key IN (SELECT unnest(?::VARCHAR[]))", [list(keys)])
+        return {row["key"]: row["vector"] for row in rows}
+
+    def add_embeddings(self, model: str, vectors: Mapping[str, Sequence[float]]) -> None:
+        """Store vectors by text key at once (not buffered: a batch of them is one answer, kept as it lands)."""
+        table = pa.table(
+            {
+                "key": pa.array(list(vectors), _STR),
+                "model": pa.array([model] * len(vectors), _STR),
+                "vector": pa.array([list(v) for v in vectors.values()], pa.list_(pa.float32())),
+                "created_at": pa.array([datetime.now()] * len(vectors), pa.timestamp("us")),
+            }
+        )
+        self._execute("INSERT OR IGNORE INTO embeddings SELECT * FROM incoming", tables={"incoming": table})
+
+    def _has_table(self, table: str) -> bool:
+        """Whether the file has this table: a file an older ifsynth wrote and this process only reads may not."""
+        return bool(
+            self._sql(
+                "SELECT 1 FROM duckdb_tables() WHERE database_name = current_database() AND table_name = ?", [table]
+            )
+        )
+
+    # -- validity ----------------------------------------------------------------------------------
+
+    def add_validity(self, report: Mapping[str, Any]) -> None:
+        """Keep a validity result, for ``report --compare`` to chart."""
+        self._execute(
+            "INSERT INTO validity VALUES (?, ?, ?, ?)",
+            [report["original"], report["regenerated"], json.dumps(report, sort_keys=True), datetime.now()],
+        )
+
+    def latest_validity(self, one: str, other: str) -> dict[str, Any] | None:
+        """The newest validity result between these two releases, either way round."""
+        if not self._has_table("validity"):
+            return None
+        rows = self._sql(
+            "SELECT report FROM validity WHERE (original = ? AND regenerated = ?) "
+            "OR (original = ? AND regenerated = ?) ORDER BY created_at DESC LIMIT 1",
+            [one, other, other, one],
+        )
+        return json.loads(rows[0]["report"]) if rows else None

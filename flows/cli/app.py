@@ -720,13 +720,28 @@ def _stat_rows(report: dict[str, Any]) -> list[tuple[str, str]]:
     return rows
 
 
+EmbedBaseUrl = Annotated[str | None, typer.Option(help="embed: an OpenAI-compatible /embeddings endpoint.")]
+EmbedFormat = Annotated[
+    str,
+    typer.Option(
+        help="embed: how a query carries its instruction: instruct (Instruct: ...\\nQuery: ...), plain, "
+        "or a pattern with {instruction} and {query}."
+    ),
+]
+EmbedKeyEnv = Annotated[str, typer.Option(help="embed: the environment variable holding the endpoint's key.")]
+EmbedBatch = Annotated[int, typer.Option(help="embed: texts per /embeddings request.")]
+
+
 @app.command()
 def evaluate(
     ctx: typer.Context,
     release: Annotated[
         str | None, typer.Argument(help="A release name, or a run id or name; the newest run's by default.")
     ] = None,
-    retriever: Annotated[str | None, typer.Option(help="bm25: retrieve with the built-in BM25 (bm25s).")] = None,
+    retriever: Annotated[
+        str | None,
+        typer.Option(help="bm25: the built-in BM25 (bm25s); embed:MODEL: an embedding model at --embed-base-url."),
+    ] = None,
     run_file: Annotated[
         Path | None, typer.Option("--run", help="Score this TREC run (qid Q0 docid rank score tag) instead.")
     ] = None,
@@ -766,8 +781,14 @@ def evaluate(
         str, typer.Option(help="INSTFOL judge: json_schema, json_object or none.")
     ] = "json_schema",
     as_json: JsonFlag = False,
+    embed_base_url: EmbedBaseUrl = None,
+    embed_format: EmbedFormat = "instruct",
+    embed_key_env: EmbedKeyEnv = "OPENAI_API_KEY",
+    embed_batch: EmbedBatch = 64,
+    max_calls: Annotated[int | None, typer.Option(help="embed: at most this many /embeddings requests.")] = None,
 ) -> None:
-    """Retrieve with BM25 (writing a TREC run) or score your own run, with the metrics of the release's recipe."""
+    """Retrieve with BM25 or an embedding model (writing a TREC run) or score your own run, with the metrics of
+    the release's recipe."""
     from ifsynth.flows.evaluation import scoring as evaluation
     from ifsynth.flows.evaluation.evaluate_release import EvaluateOptions
     from ifsynth.flows.evaluation.evaluate_release import evaluate as evaluate_release
@@ -787,9 +808,14 @@ def evaluate(
             "local_model": local_model,
             "judge_model": judge_model,
             "structured_output": structured_output,
+            "embed_base_url": embed_base_url,
+            "embed_format": embed_format,
+            "embed_key_env": embed_key_env,
+            "embed_batch": embed_batch,
+            "max_calls": max_calls,
         }
     )
-    with _open(ctx, read_only=not instfol) as warehouse:
+    with _open(ctx, read_only=not instfol and options.system_kind != "embed") as warehouse:
         report = evaluate_release(
             warehouse, release, options, metrics_of, notify=lambda line: err.print(line, markup=False)
         )
@@ -984,6 +1010,86 @@ def agreement(ctx: typer.Context, run_ref: RunArg = None, as_json: JsonFlag = Fa
             confusion,
         )
     out.print(table)
+
+
+@app.command()
+def validity(
+    ctx: typer.Context,
+    original: Annotated[str, typer.Argument(help="The original release (an imported one, say).")],
+    regenerated: Annotated[str, typer.Argument(help="The release regenerated from it.")],
+    system: Annotated[
+        list[str],
+        typer.Option(
+            help="A system to rank, twice or more: bm25, bm25:k1=K,b=B,bare (any of them), embed:MODEL, "
+            "run:NAME=ORIGINAL.trec,REGENERATED.trec."
+        ),
+    ],
+    metric: Annotated[
+        str | None, typer.Option(help="The headline metric (default: the recipe's first, e.g. ndcg@10).")
+    ] = None,
+    reference: Annotated[list[str] | None, typer.Option(help="As evaluate's --reference. Repeatable.")] = None,
+    depth: Annotated[int, typer.Option(help="Documents each retriever returns per query.")] = 1000,
+    samples: Annotated[int, typer.Option(help="Bootstrap resamplings of the queries.")] = 1000,
+    seed: Annotated[int, typer.Option(help="Seed of the bootstrap.")] = 0,
+    embed_base_url: EmbedBaseUrl = None,
+    embed_format: EmbedFormat = "instruct",
+    embed_key_env: EmbedKeyEnv = "OPENAI_API_KEY",
+    embed_batch: EmbedBatch = 64,
+    as_json: JsonFlag = False,
+) -> None:
+    """Does REGENERATED rank retrieval systems as ORIGINAL does? Each system's score on both, Kendall's tau
+    and Spearman's rho of the two rankings with a bootstrap interval over queries, and per-metric agreement."""
+    from ifsynth.flows.evaluation import validity as checks
+    from ifsynth.flows.evaluation.evaluate_release import EvaluateOptions
+    from ifsynth.flows.run.registry import metrics_of
+
+    def dense(model: str) -> Any:
+        options = {
+            "retriever": f"embed:{model}",
+            "embed_base_url": embed_base_url,
+            "embed_format": embed_format,
+            "embed_key_env": embed_key_env,
+            "embed_batch": embed_batch,
+        }
+        return EvaluateOptions.model_validate(options).system(warehouse, f"{original}~{regenerated}")
+
+    checked = EvaluateOptions.model_validate({"retriever": "bm25", "references": tuple(reference or ())})
+    with _open(ctx, read_only=False) as warehouse:
+        systems = [checks.parse_system(spec, dense) for spec in system]
+        report = checks.validity(
+            warehouse,
+            original,
+            regenerated,
+            systems,
+            metrics_of,
+            metric=metric,
+            references=checked.references,
+            depth=depth,
+            samples=samples,
+            seed=seed,
+        )
+        warehouse.add_validity(report)
+    for counts in report.get("embeddings", []):
+        err.print(f"{counts['system']}: {counts['requests']} requests sent, {counts['cached']} texts cached")
+    if as_json:
+        _json(report)
+        return
+    modes = " / ".join(dict.fromkeys(report["modes"]))  # the mode scored on each release, once when the same
+    columns = (Column(report[side], justify="right") for side in ("original", "regenerated"))
+    table = Table("system", *columns, Column("rank", justify="right"), title=f"{report['metric']} ({modes})")
+    for row in report["systems"]:
+        ranks = f"{row['original_rank']} -> {row['regenerated_rank']}"
+        table.add_row(row["system"], _fmt(row["original"], 4), _fmt(row["regenerated"], 4), ranks)
+    out.print(table)
+    interval = report["bootstrap"]
+    for name, label in (("kendall_tau", "Kendall's tau-b"), ("spearman_rho", "Spearman's rho")):
+        bounds = interval[name]
+        said = f"[{bounds[0]:.3f}, {bounds[1]:.3f}]" if bounds else "[-]"
+        out.print(f"{label}: {_fmt(report[name])} {said} ({interval['samples']} resamplings of queries)")
+    agreement = Table("metric", Column("tau-b", justify="right"), Column("rho", justify="right"), title="per metric")
+    for row in report["per_metric"]:
+        agreement.add_row(row["metric"], _fmt(row["kendall_tau"]), _fmt(row["spearman_rho"]))
+    out.print(agreement)
 
 
 def main() -> None:

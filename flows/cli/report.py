@@ -42,6 +42,8 @@ def build(warehouse: Warehouse, release: str, compare: str | None = None) -> str
     if run_id:
         sections += _run_sections(warehouse, run_id)
     sections += ["<h2>Lengths</h2>", _lengths(warehouse, release, compare)]
+    if compare:
+        sections += ["<h2>Systems on both releases</h2>", _validity(warehouse.latest_validity(release, compare))]
     sections += ["<h2>Card</h2>", f"<pre>{_e(markdown(card))}</pre>"]
     return (
         "<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>"
@@ -140,6 +142,43 @@ def _lengths(warehouse: Warehouse, release: str, compare: str | None) -> str:
         figure.update_layout(barmode="overlay", title=f"Words per {_ONE[what]}", xaxis_title="words")
         charts.append(_chart(figure))
     return "".join(charts)
+
+
+def _validity(report: dict[str, Any] | None) -> str:
+    """The newest `ifsynth validity` result of the two releases: each system's score on one against the
+    other, the diagonal where they agree, and the rank correlations."""
+    if report is None:
+        return "<p>No validity result yet: <code>ifsynth validity ORIGINAL REGENERATED --system ...</code></p>"
+    rows = report["systems"]
+    low = min(min(r["original"], r["regenerated"]) for r in rows)
+    high = max(max(r["original"], r["regenerated"]) for r in rows)
+    figure = go.Figure(
+        [
+            go.Scatter(
+                x=[r["original"] for r in rows],
+                y=[r["regenerated"] for r in rows],
+                text=[r["system"] for r in rows],
+                mode="markers+text",
+                textposition="top center",
+                name="systems",
+            ),
+            go.Scatter(x=[low, high], y=[low, high], mode="lines", line={"dash": "dot"}, name="same score"),
+        ]
+    )
+    tau, rho = (report[name] for name in ("kendall_tau", "spearman_rho"))
+    interval = report["bootstrap"]["kendall_tau"]
+    said = f" [{interval[0]:.3f}, {interval[1]:.3f}]" if interval else ""
+    figure.update_layout(
+        title=f"{report['metric']}: Kendall's tau-b {_number(tau)}{said}, Spearman's rho {_number(rho)}",
+        xaxis_title=report["original"],
+        yaxis_title=report["regenerated"],
+    )
+    columns = ("metric", "kendall_tau", "spearman_rho")
+    return _chart(figure) + "<h3>Agreement per metric</h3>" + _table(report["per_metric"], columns)
+
+
+def _number(value: float | None) -> str:
+    return "-" if value is None else f"{value:.3f}"
 
 
 def _chart(figure: go.Figure) -> str:

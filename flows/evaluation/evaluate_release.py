@@ -1,18 +1,23 @@
-"""What `ifsynth evaluate` does, as one call: check the options, retrieve (BM25, writing its TREC run) or read
-the user's run, score it with the release's recipe metrics and, on request, INSTFOL with an LLM judge."""
+"""What `ifsynth evaluate` does, as one call: check the options, retrieve (BM25 or an embedding model, writing
+its TREC run) or read the user's run, score it with the release's recipe metrics and, on request, INSTFOL with
+an LLM judge."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, model_validator
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from ifsynth.flows.evaluation import scoring
+from ifsynth.flows.evaluation.dense import Dense, prompt_format
 from ifsynth.flows.evaluation.instfol import Judge, instfol
 from ifsynth.flows.evaluation.metrics import REFERENCES, Reference
-from ifsynth.flows.evaluation.retrieval import Run, read_run, restrict, write_run
+from ifsynth.flows.evaluation.retrieval import Bm25, Retriever, Run, read_run, restrict, write_run
+from ifsynth.flows.llm.embed import BATCH
+from ifsynth.flows.llm.limits import Budget
 from ifsynth.flows.llm.local_model import LOCAL_BASE_URL, model_name, weights
 from ifsynth.flows.llm.route import DEFAULT_KEY_ENV, OPENAI_BASE_URL, OPENAI_DEFAULT_MODEL, api_key
 from ifsynth.schemas.errors import ConfigError
@@ -26,7 +31,7 @@ class EvaluateOptions(BaseModel):
 
     model_config = ConfigDict(frozen=True)
 
-    retriever: Literal["bm25"] | None = None
+    retriever: str | None = None  # bm25, or embed:MODEL
     run_file: Path | None = None
     out_file: Path | None = None
     depth: int = 1000
@@ -38,14 +43,26 @@ class EvaluateOptions(BaseModel):
     local_model: str | None = None
     judge_model: str | None = None
     structured_output: Literal["json_schema", "json_object", "none"] = "json_schema"
+    embed_base_url: str | None = None
+    embed_format: str = "instruct"
+    embed_key_env: str = DEFAULT_KEY_ENV
+    embed_batch: int = Field(BATCH, ge=1)
+    max_calls: int | None = Field(None, ge=1)
 
     @model_validator(mode="before")
     @classmethod
     def _explain(cls, data: dict[str, Any]) -> dict[str, Any]:
-        if (data.get("retriever") is None) == (data.get("run_file") is None):
-            raise ConfigError("give exactly one of --retriever bm25 and --run FILE")
-        if data.get("retriever") not in (None, "bm25"):
-            raise ConfigError("--retriever must be bm25 (or score any model's output with --run FILE)")
+        retriever = data.get("retriever")
+        if (retriever is None) == (data.get("run_file") is None):
+            raise ConfigError("give exactly one of --retriever bm25 and --run FILE (or --retriever embed:MODEL)")
+        if retriever not in (None, "bm25") and not (retriever.startswith("embed:") and retriever[6:]):
+            raise ConfigError("--retriever must be bm25 or embed:MODEL (or score any model's output with --run FILE)")
+        if data.get("embed_base_url") and not (retriever or "").startswith("embed:"):
+            raise ConfigError("--embed-base-url is for --retriever embed:MODEL")
+        if (retriever or "").startswith("embed:"):
+            if not data.get("embed_base_url") and api_key(data.get("embed_key_env") or DEFAULT_KEY_ENV) is None:
+                raise ConfigError("--retriever embed:MODEL needs --embed-base-url URL, or OPENAI_API_KEY for OpenAI's")
+            prompt_format(data.get("embed_format") or "instruct")
         for name in data.get("references") or ():
             if name not in REFERENCES or name == "paper":
                 raise ConfigError(f"--reference must be one of {', '.join(REFERENCES[1:])}")
@@ -59,6 +76,26 @@ class EvaluateOptions(BaseModel):
         if None not in judges:
             raise ConfigError("give one INSTFOL judge: --base-url or --local-model, not both")
         return data
+
+    @property
+    def system_kind(self) -> str:
+        """bm25, embed or run: embedding writes the warehouse (its cache)."""
+        return "run" if self.retriever is None else self.retriever.partition(":")[0]
+
+    def system(self, warehouse: Warehouse, release: str) -> Retriever:
+        """The retriever ``--retriever`` names."""
+        if self.retriever is None or not self.retriever.startswith("embed:"):
+            return Bm25()
+        return Dense(
+            model=self.retriever.removeprefix("embed:"),
+            base_url=self.embed_base_url or OPENAI_BASE_URL,
+            warehouse=warehouse,
+            run_id=f"evaluate:{release}",
+            prompt=prompt_format(self.embed_format),
+            api_key_env=self.embed_key_env,
+            batch=self.embed_batch,
+            budget=Budget(max_calls=self.max_calls) if self.max_calls is not None else None,
+        )
 
     @property
     def reference(self) -> Reference:
@@ -94,14 +131,16 @@ def evaluate(
         return restrict(run, view.pools) if rerank else run
 
     run: Run
+    system = options.system(warehouse, name)
     if options.run_file is not None:
         run, source = given(options.run_file), str(options.run_file)
     else:
-        run = scoring.bm25_run(warehouse, view, options.depth, rerank=rerank)
-        default = Path("runs") / f"{name}.bm25{'-rerank' if rerank else ''}.trec"
-        written = write_run(options.out_file or default, run, tag="ifsynth-bm25")
+        run = scoring.system_run(warehouse, view, system, options.depth, rerank=rerank)
+        label = options.retriever or "bm25"
+        default = Path("runs") / f"{name}.{label.replace(':', '-').replace('/', '_')}{'-rerank' if rerank else ''}.trec"
+        written = write_run(options.out_file or default, run, tag=f"ifsynth-{label}")
         source = str(written)
-        notify(f"BM25 run written to {written}")
+        notify(f"{'BM25' if label == 'bm25' else label} run written to {written}")
     report = {
         **scoring.score(view, run, metrics(view.recipe), options.references),
         "run": source,
@@ -120,10 +159,13 @@ def evaluate(
         bare = (
             given(options.query_run)
             if options.query_run
-            else scoring.bm25_run(warehouse, view, options.depth, instructions=False, rerank=rerank)
+            else scoring.system_run(warehouse, view, system, options.depth, instructions=False, rerank=rerank)
         )
         judged = instfol(warehouse, view, run, bare, judge, reference=options.reference)
         for mode, figures in judged.pop("modes", {}).items():  # an IFIR release's per-level INSTFOL
             report["modes"][mode].update(figures)
         report.update(judged)
+    if isinstance(system, Dense) and options.run_file is None:
+        report["embeddings"] = asdict(system.counts)
+        notify(system.accounting())
     return report

@@ -1,4 +1,5 @@
-"""Retrieval runs: BM25 via bm25s, and TREC run files in and out (``qid Q0 docid rank score tag``).
+"""Retrieval runs: BM25 via bm25s, and TREC run files in and out (``qid Q0 docid rank score tag``); a
+``Retriever`` is what ranks a release's passages (BM25 here, dense retrieval in ``dense``).
 
 A run is ``{qid: {doc_id: score}}``. Scores are rounded to the six decimals a run file keeps, so a run scored
 in memory and the same run read back from its file rank every document identically.
@@ -7,23 +8,57 @@ in memory and the same run read back from its file rank every document identical
 from __future__ import annotations
 
 from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from ifsynth.flows.evaluation.metrics import ranking
 from ifsynth.schemas.errors import ConfigError
 
 Run = dict[str, dict[str, float]]
 DECIMALS = 6
+Pools = Mapping[str, Collection[str]]
+
+
+class Retriever(Protocol):
+    """A system that ranks passages: how it words a query with its instruction, and how it ranks."""
+
+    def query_text(self, instruction: str, query: str) -> str: ...
+
+    def rank(self, docs: Sequence[tuple[str, str]], queries: Mapping[str, str], depth: int, pools: Pools | None) -> Run:
+        """Top ``depth`` per query, or with ``pools`` each query's own candidates, all of them scored."""
+        ...
+
+
+def joined(instruction: str, query: str) -> str:
+    """The instruction and the query as one text: the bare query when the instruction is empty."""
+    return f"{instruction} {query}".strip()
+
+
+@dataclass(frozen=True)
+class Bm25:
+    """BM25 with its two parameters; Lucene's defaults unless a variant sets them."""
+
+    k1: float = 1.5
+    b: float = 0.75
+
+    def query_text(self, instruction: str, query: str) -> str:
+        return joined(instruction, query)
+
+    def rank(self, docs: Sequence[tuple[str, str]], queries: Mapping[str, str], depth: int, pools: Pools | None) -> Run:
+        return bm25(docs, queries, depth, pools, k1=self.k1, b=self.b)
 
 
 def bm25(
     docs: Sequence[tuple[str, str]],
     queries: Mapping[str, str],
     depth: int = 1000,
-    pools: Mapping[str, Collection[str]] | None = None,
+    pools: Pools | None = None,
+    *,
+    k1: float = 1.5,
+    b: float = 0.75,
 ) -> Run:
-    """Top ``depth`` documents per query by BM25 (Lucene variant, k1 1.5, b 0.75), English stop words and
+    """Top ``depth`` documents per query by BM25 (Lucene variant, k1 1.5, b 0.75 unless given), English stop words and
     Snowball stemming; documents with a zero score are not retrieved. With ``pools`` each query reranks its
     own candidates instead: every pooled document of the corpus gets its score (zero included, as a reranker
     orders its whole pool), with the corpus's statistics, and a query without a pool gets nothing."""
@@ -32,7 +67,7 @@ def bm25(
 
     stemmer = Stemmer.Stemmer("english")
     ids = [doc_id for doc_id, _ in docs]
-    retriever = bm25s.BM25()
+    retriever = bm25s.BM25(k1=k1, b=b)
     retriever.index(
         bm25s.tokenize([text for _, text in docs], stopwords="en", stemmer=stemmer, show_progress=False),
         show_progress=False,
@@ -52,9 +87,7 @@ def bm25(
     return run
 
 
-def _rerank(
-    retriever: Any, ids: list[str], tokens: Mapping[str, list[str]], pools: Mapping[str, Collection[str]]
-) -> Run:
+def _rerank(retriever: Any, ids: list[str], tokens: Mapping[str, list[str]], pools: Pools) -> Run:
     index = {doc_id: i for i, doc_id in enumerate(ids)}
     run: Run = {}
     for qid, words in tokens.items():
@@ -65,7 +98,7 @@ def _rerank(
     return run
 
 
-def restrict(run: Run, pools: Mapping[str, Collection[str]]) -> Run:
+def restrict(run: Run, pools: Pools) -> Run:
     """A run reduced to each query's pool: what a reranker given that pool could have returned."""
     return {qid: {doc: s for doc, s in scores.items() if doc in pools.get(qid, ())} for qid, scores in run.items()}
 

@@ -10,13 +10,13 @@ each level is also scored per expert domain.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from ifsynth.flows.evaluation import metrics
 from ifsynth.flows.evaluation.metrics import Reference, Triple
-from ifsynth.flows.evaluation.retrieval import Run
+from ifsynth.flows.evaluation.retrieval import Bm25, Retriever, Run, joined
 from ifsynth.schemas.errors import ConfigError
 from ifsynth.schemas.ifir import SCHEMES, Scheme
 from ifsynth.schemas.modes import CHANGED, OG, REVERSED, RecipeMetrics
@@ -56,10 +56,11 @@ class ReleaseView:
     def run_qid(self, mode: str, query_id: str) -> str:
         return query_id if len(self.queries) == 1 else f"{query_id}-{mode}"
 
-    def texts(self, instructions: bool = True) -> dict[str, str]:
-        """What the retriever is given, per run-file query id; the bare queries for a query-only run."""
+    def texts(self, instructions: bool = True, wording: Callable[[str, str], str] = joined) -> dict[str, str]:
+        """What the retriever is given, per run-file query id (``wording`` of the instruction and the query);
+        the bare queries for a query-only run."""
         return {
-            self.run_qid(mode, qid): f"{row['instruction'] if instructions else ''} {row['query']}".strip()
+            self.run_qid(mode, qid): wording(row["instruction"] if instructions else "", row["query"])
             for mode, rows in self.queries.items()
             for qid, row in rows.items()
         }
@@ -100,15 +101,25 @@ def corpus(warehouse: Warehouse, view: ReleaseView, dimension: str | None = None
 def bm25_run(
     warehouse: Warehouse, view: ReleaseView, depth: int = 1000, instructions: bool = True, rerank: bool = False
 ) -> Run:
-    """BM25 over the release's corpus, or over each query's pool when ``rerank``. An InfoSearch release is
-    searched one dimension at a time, over that dimension's passages, as its public benchmark is."""
-    from ifsynth.flows.evaluation.retrieval import bm25
+    """``system_run`` of BM25 with its default parameters."""
+    return system_run(warehouse, view, Bm25(), depth, instructions, rerank)
 
-    texts, dimensions = view.texts(instructions), view.dimensions()
+
+def system_run(
+    warehouse: Warehouse,
+    view: ReleaseView,
+    system: Retriever,
+    depth: int = 1000,
+    instructions: bool = True,
+    rerank: bool = False,
+) -> Run:
+    """``system`` over the release's corpus, or over each query's pool when ``rerank``. An InfoSearch release
+    is searched one dimension at a time, over that dimension's passages, as its public benchmark is."""
+    texts, dimensions = view.texts(instructions, system.query_text), view.dimensions()
     run: Run = {}
     for dimension in sorted(set(dimensions.values()), key=lambda d: d or ""):
         part = {qid: text for qid, text in texts.items() if dimensions[qid] == dimension}
-        run.update(bm25(corpus(warehouse, view, dimension), part, depth, view.pools if rerank else None))
+        run.update(system.rank(corpus(warehouse, view, dimension), part, depth, view.pools if rerank else None))
     return run
 
 
@@ -127,9 +138,8 @@ def score(view: ReleaseView, run: Run, spec: RecipeMetrics, references: Sequence
     }
     per_mode_ndcg: dict[str, dict[str, float]] = {}
     for mode in view.modes:
-        rows, qrels = view.queries[mode], view.qrels.get(mode, {})
-        judged = [qid for qid in rows if any(s > 0 for s in qrels.get(qid, {}).values())]
-        ranked = {qid: metrics.ranking(run.get(view.run_qid(mode, qid), {})) for qid in judged}
+        ranked, qrels = _ranked(view, run, mode)
+        judged = list(ranked)
         report["modes"][mode] = _figures(spec, ranked, qrels, ndcg_ref)
         if spec.robustness:
             per_mode_ndcg[mode] = {
@@ -173,14 +183,38 @@ def _figures(
     spec: RecipeMetrics, ranked: dict[str, list[str]], qrels: dict[str, dict[str, int]], reference: Reference
 ) -> dict[str, Any]:
     """The recipe's per-query metrics averaged over the queries of ``ranked`` (each one with a positive)."""
-    figures: dict[str, Any] = {"queries": len(ranked)}
+    values = _per_query(spec, ranked, qrels, reference)
+    return {"queries": len(ranked)} | {name: metrics.mean(found.values()) for name, found in values.items()}
+
+
+def _per_query(
+    spec: RecipeMetrics, ranked: dict[str, list[str]], qrels: dict[str, dict[str, int]], reference: Reference
+) -> dict[str, dict[str, float]]:
+    """Each per-mode metric of the recipe, per query of ``ranked``, in the order a report lists them."""
+    values: dict[str, dict[str, float]] = {}
     for k in spec.ndcg:
-        figures[f"ndcg@{k}"] = metrics.mean(metrics.ndcg_at_k(r, qrels[q], k, reference) for q, r in ranked.items())
+        values[f"ndcg@{k}"] = {q: metrics.ndcg_at_k(r, qrels[q], k, reference) for q, r in ranked.items()}
     if spec.map:
-        figures["map"] = metrics.mean(metrics.average_precision(r, qrels[q]) for q, r in ranked.items())
+        values["map"] = {q: metrics.average_precision(r, qrels[q]) for q, r in ranked.items()}
     for k in spec.mrr:
-        figures[f"mrr@{k}"] = metrics.mean(metrics.reciprocal_rank_at_k(r, qrels[q], k) for q, r in ranked.items())
-    return figures
+        values[f"mrr@{k}"] = {q: metrics.reciprocal_rank_at_k(r, qrels[q], k) for q, r in ranked.items()}
+    return values
+
+
+def query_values(
+    view: ReleaseView, run: Run, spec: RecipeMetrics, mode: str, references: Sequence[Reference] = ()
+) -> dict[str, dict[str, float]]:
+    """The per-mode metrics of one mode, per judged query (those ``score`` averages): what a bootstrap over
+    queries resamples."""
+    ranked, qrels = _ranked(view, run, mode)
+    return _per_query(spec, ranked, qrels, "ifir" if "ifir" in references else "paper")
+
+
+def _ranked(view: ReleaseView, run: Run, mode: str) -> tuple[dict[str, list[str]], dict[str, dict[str, int]]]:
+    """The run's ranking of each query of ``mode`` with a positive (the queries scored), and the mode's qrels."""
+    rows, qrels = view.queries[mode], view.qrels.get(mode, {})
+    judged = [qid for qid in rows if any(s > 0 for s in qrels.get(qid, {}).values())]
+    return {qid: metrics.ranking(run.get(view.run_qid(mode, qid), {})) for qid in judged}, qrels
 
 
 def _instruction_following(

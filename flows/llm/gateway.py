@@ -13,8 +13,8 @@ import itertools
 import json
 import time
 import uuid
-from collections.abc import Callable, Sequence
-from typing import Any
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any, TypeVar
 
 import openai
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_after_attempt
@@ -38,6 +38,7 @@ MAX_REASKS = 2
 CHUNK, MAX_CHUNK = 256, 4096  # asks looked up in the cache at a time, first and at most (see Gateway.ask_many)
 SLICE = 32  # asks keyed, or started, before the event loop is given back
 NOTICE_WAIT = 5.0  # seconds of Retry-After worth a line on the progress display
+T = TypeVar("T")
 
 
 class PastDeadline(stop_base):
@@ -191,7 +192,7 @@ class Gateway:
                 try:
                     text, finish, reply.logprobs, attempts = await self._send(stage, ask, request)
                     reply.sent += attempts
-                except _Failed as failed:
+                except GatewayFailure as failed:
                     reply.sent += failed.attempts
                     reply.status, reply.error, reply.failure = "failed", failed.reason, failed.failure
                     return reply
@@ -219,20 +220,31 @@ class Gateway:
     async def _send(
         self, stage: str, ask: Ask, request: Request
     ) -> tuple[str | None, str | None, list[dict[str, Any]] | None, int]:
-        """Send with retries; every attempt becomes a row in llm_calls.
+        """Send with retries; every attempt becomes a row in llm_calls."""
+        pool = self._by_role[ask.role]
+        payload = canonical_request(request.body)  # serialized once: sent, stored and journalled as is
+        (text, finish, logprobs), attempts = await self.retrying(
+            pool, lambda attempt: self._attempt(stage, ask, request.key, request.body, payload, pool, attempt)
+        )
+        return text, finish, logprobs, attempts
+
+    def pool(self, role: Role) -> Pool:
+        """The endpoint (or pool of them) a role's requests go to."""
+        return self._by_role[role]
+
+    async def retrying(self, pool: Pool, attempt: Callable[[int], Awaitable[T]]) -> tuple[T, int]:
+        """``attempt(number)`` until it succeeds, under the endpoint's retry policy; its result and the number
+        of attempts made. A request that fails for good raises ``GatewayFailure``.
 
         The first attempt runs outside tenacity: most requests succeed at once, and its bookkeeping costs
         more CPU than the request itself at thousands of requests a second."""
-        pool = self._by_role[ask.role]
         endpoint, route = pool.endpoint, pool.first  # a pool's members share the endpoint's retry settings
-        key, body = request.key, request.body
-        payload = canonical_request(body)  # serialized once: sent, stored and journalled as is
         attempts = 1
         clock = self.clock
         began = clock.monotonic()
         try:
             try:
-                return (*await self._attempt(stage, ask, key, body, payload, pool, attempts), attempts)
+                return await attempt(attempts), attempts
             except (openai.APIStatusError, openai.APIConnectionError) as exc:
                 if not is_transient(exc) or endpoint.max_attempts == 1:
                     raise
@@ -242,7 +254,7 @@ class Gateway:
                 self._say_wait(route, exc, wait)
                 await clock.sleep(wait)
 
-            async for attempt in AsyncRetrying(
+            async for retry in AsyncRetrying(
                 stop=stop_after_attempt(endpoint.max_attempts - 1) | PastDeadline(clock, began, endpoint.deadline),
                 wait=Backoff(before=1),
                 sleep=clock.sleep,
@@ -252,13 +264,13 @@ class Gateway:
                 retry=retry_if_exception(is_transient),
                 reraise=True,
             ):
-                with attempt:
+                with retry:
                     attempts += 1
-                    return (*await self._attempt(stage, ask, key, body, payload, pool, attempts), attempts)
+                    return await attempt(attempts), attempts
         except openai.APIStatusError as exc:
-            raise _Failed(f"HTTP {exc.status_code}: {_short(exc, pool)}", attempts, failure(exc)) from None
+            raise GatewayFailure(f"HTTP {exc.status_code}: {_short(exc, pool)}", attempts, failure(exc)) from None
         except openai.APIConnectionError as exc:
-            raise _Failed(f"{type(exc).__name__}: {_short(exc, pool)}", attempts, failure(exc)) from None
+            raise GatewayFailure(f"{type(exc).__name__}: {_short(exc, pool)}", attempts, failure(exc)) from None
         raise AssertionError("unreachable")
 
     async def _attempt(
@@ -364,7 +376,9 @@ class Gateway:
         return ingested
 
 
-class _Failed(Exception):
+class GatewayFailure(Exception):
+    """A request that failed for good: after its retries, or at once when its failure is not transient."""
+
     def __init__(self, reason: str, attempts: int, failure: Failure) -> None:
         super().__init__(reason)
         self.reason, self.attempts, self.failure = reason, attempts, failure

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import json
 import os
 import re
@@ -20,6 +21,7 @@ from urllib.parse import parse_qsl, unquote, urlencode, urlsplit, urlunsplit
 import aiohttp
 import httpx2
 import openai
+from openai.types import CreateEmbeddingResponse
 
 from ifsynth.flows.llm.breaker import Breaker
 from ifsynth.flows.llm.clock import SYSTEM_CLOCK, Clock
@@ -249,8 +251,25 @@ class Route:
         """One chat completion, its body already serialized (the bytes the cache key was computed from, sent as
         they are: the SDK neither copies nor re-encodes them); a non-2xx answer or a transport failure raises
         the SDK's exception."""
-        try:
+        async with self._failures("/chat/completions"):
             return await self.client.post("/chat/completions", content=payload, cast_to=httpx2.Response)
+        raise AssertionError("unreachable")
+
+    async def embed(self, model: str, texts: list[str]) -> tuple[CreateEmbeddingResponse, httpx2.Headers]:
+        """One ``/embeddings`` request (floats: not every server speaks base64) and the answer's headers (rate
+        limits); failures raise as ``chat``'s."""
+        async with self._failures("/embeddings"):
+            raw = await self.client.embeddings.with_raw_response.create(
+                model=model, input=texts, encoding_format="float"
+            )
+            return raw.parse(), raw.headers
+        raise AssertionError("unreachable")
+
+    @contextlib.asynccontextmanager
+    async def _failures(self, path: str) -> AsyncIterator[None]:
+        """A request's transport failures as the SDK's connection error, saying what happened."""
+        try:
+            yield
         except openai.APITimeoutError as exc:
             refused = _refused(exc)
             if refused is None:
@@ -258,7 +277,7 @@ class Route:
             # the aiohttp transport maps every connection failure to a connect *timeout*; say what happened
             raise openai.APIConnectionError(message=f"Connection error: {refused}", request=exc.request) from exc
         except ReplyRejected as exc:  # raised by _guard, past the SDK's own error mapping
-            request = httpx2.Request("POST", f"{self.base_url}/chat/completions")
+            request = httpx2.Request("POST", f"{self.base_url}{path}")
             raise openai.APIConnectionError(message=f"Reply refused: {exc}", request=request) from exc
 
     async def close(self) -> None:
