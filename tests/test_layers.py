@@ -25,7 +25,7 @@ FORBIDDEN = {
     "flows.run": ("flows.cli", "flows.recipes", "flows.stages"),
 }
 # the stage task, the server a run without PREFECT_API_URL talks to, and each recipe's flow
-PREFECT_ALLOWED = {"flows/run/tasks.py", "flows/run/prefect_api.py", "flows/run/flows.py"}
+PREFECT_ALLOWED = {"flows/run/tasks.py", "flows/run/prefect_api.py", "flows/run/flows.py", "flows/run/local_prefect.py"}
 SQL = re.compile(r"\b(SELECT|INSERT\s+INTO|UPDATE\s+\w+\s+SET|DELETE\s+FROM|CREATE\s+TABLE)\b")
 
 
