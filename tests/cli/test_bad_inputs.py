@@ -85,6 +85,36 @@ CASES: dict[str, tuple[Callable[[Path], list[str]], str]] = {
         lambda t: seeds(t, lambda r: (r / QRELS).write_text("dq01\tdp001\t1\n")),
         "line 1 is a judgement, not the header",
     ),
+    "no queries": (
+        lambda t: seeds(t, lambda r: (r / "queries.jsonl").write_text("")),
+        "queries.jsonl holds no query",
+    ),
+    "qrels with only the header": (
+        lambda t: seeds(t, lambda r: (r / QRELS).write_text("query-id\tcorpus-id\tscore\n")),
+        "qrels/test.tsv holds no judgement",
+    ),
+    "every score 0": (
+        lambda t: seeds(t, lambda r: (r / QRELS).write_text((r / QRELS).read_text().replace("\t1\n", "\t0\n"))),
+        "judges no passage relevant",
+    ),
+    "every query text empty": (
+        lambda t: seeds(
+            t, lambda r: write_rows(r / "queries.jsonl", [{**q, "text": " "} for q in rows(r / "queries.jsonl")])
+        ),
+        "every query in queries.jsonl has an empty text",
+    ),
+    "qrels scored nan": (
+        lambda t: seeds(t, lambda r: (r / QRELS).open("a").write("dq01\tdp002\tnan\n")),
+        "line 50 has the score `nan`",
+    ),
+    "qrels scored inf": (
+        lambda t: seeds(t, lambda r: (r / QRELS).open("a").write("dq01\tdp002\tinf\n")),
+        "line 50 has the score `inf`",
+    ),
+    "seeds not UTF-8": (
+        lambda t: seeds(t, lambda r: (r / "queries.jsonl").open("ab").write(b'{"_id": "x", "text": "\xff"}\n')),
+        "queries.jsonl line 49 is not UTF-8 text",
+    ),
     "misspelt overlay": (
         lambda t: overlay(t, {"instructir/rewrte.j2": REWRITE}),
         "`instructir/rewrte.j2` replaces no built-in",
