@@ -686,6 +686,19 @@ class Warehouse:
             params,
         )
 
+    def stage_names(self, run_id: str) -> list[str]:
+        """The stages that made, decided or counted something in a run, in run order where counted."""
+        return [
+            row["stage"]
+            for row in self._sql(
+                "SELECT stage, min(ord) AS ord FROM (SELECT stage, ord FROM stage_counts WHERE run_id = ? "
+                "UNION ALL SELECT stage, NULL FROM items WHERE run_id = ? "
+                "UNION ALL SELECT stage, NULL FROM verdicts WHERE run_id = ?) WHERE stage IS NOT NULL "
+                "GROUP BY stage ORDER BY ord NULLS LAST, stage",
+                [run_id, run_id, run_id],
+            )
+        ]
+
     # -- verdicts ----------------------------------------------------------------------------------
 
     def item_verdicts(self, run_id: str, item_id: str) -> list[dict[str, Any]]:
