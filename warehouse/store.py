@@ -358,15 +358,21 @@ class Warehouse:
 
     def _replay_journal(self) -> None:
         """Calls a killed process journaled but had not committed: those of the batch the background
-        writer was writing (the sealed file), and those still buffered (the journal)."""
+        writer was writing (the sealed file), and those still buffered (the journal). A line that cannot be
+        read (cut short by the kill, or damaged: bytes that are not UTF-8) is kept aside in
+        ``<warehouse>.journal.unreadable`` instead of blocking every later open."""
         paths = [path for path in (self._sealed_path, self._journal_path) if path.exists()]
-        rows = []
+        rows: list[dict[str, Any]] = []
+        unreadable: list[bytes] = []
         for path in paths:
-            for line in path.read_text(encoding="utf-8").splitlines():
+            for line in path.read_bytes().splitlines():
                 try:
                     rows.append(_row(CallRecord.model_validate_json(line)))
                 except ValueError:
-                    continue  # the last line of a killed process may be cut short
+                    unreadable.append(line)
+        if unreadable:
+            with self.path.with_name(self.path.name + ".journal.unreadable").open("ab") as kept:
+                kept.write(b"".join(line + b"\n" for line in unreadable))
         if rows:
             unique = {row["call_id"]: row for row in rows}
             self._append(self._db, "llm_calls", list(unique.values()))

@@ -114,6 +114,19 @@ def test_both_journals_are_replayed_on_open(tmp_path: Path) -> None:
     assert not sealed.exists()
 
 
+def test_a_damaged_journal_line_is_kept_aside_and_the_rest_replayed(tmp_path: Path) -> None:
+    path = tmp_path / "w.duckdb"
+    Warehouse(path).close()
+    damaged = call(1).model_dump_json().encode().replace(b"call-1", b"call-\xff")
+    path.with_name("w.duckdb.journal").write_bytes(b"\n".join([call(0).model_dump_json().encode(), damaged, b""]))
+    with Warehouse(path) as warehouse:
+        assert [row["call_id"] for row in query(warehouse, "SELECT call_id FROM llm_calls")] == ["call-0"]
+        warehouse.add_call(call(2))
+    with Warehouse(path, read_only=True) as warehouse:
+        assert committed(warehouse) == 2
+    assert path.with_name("w.duckdb.journal.unreadable").read_bytes() == damaged + b"\n"
+
+
 def test_failed_calls_are_not_served_from_the_buffer(tmp_path: Path) -> None:
     with Warehouse(tmp_path / "w.duckdb") as warehouse:
         warehouse.add_call(call(1, error="APITimeoutError: timed out"))
