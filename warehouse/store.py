@@ -9,6 +9,8 @@ the batch is committed; opening a warehouse replays both files."""
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import json
 import os
 import re
@@ -102,6 +104,16 @@ _KEYS = {
 }
 
 
+def _out_of_space(exc: BaseException) -> bool:
+    """Whether a write failed for want of space: a full disk, a quota, or a file past ``ulimit -f``."""
+    if isinstance(exc, OSError):
+        return exc.errno in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
+    said = str(exc)
+    return isinstance(exc, duckdb.Error) and any(
+        os.strerror(code) in said for code in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
+    )
+
+
 def _row(record: ItemRecord | VerdictRecord | CallRecord, **serialized: str) -> dict[str, Any]:
     """A record as a row; JSON fields serialized, or taken as given in ``serialized``."""
     row = record.model_dump(exclude=set(serialized))
@@ -184,18 +196,20 @@ class Warehouse:
         self.close()
 
     def close(self) -> None:
-        if not self.read_only:
-            self.flush()
+        try:
+            if not self.read_only:
+                self.flush()  # if it fails (a full disk), what it could not write stays in the journal
+        finally:
             if self._writer is not None:
                 self._writer.shutdown()
                 self._writer = None
             if self._journal is not None:
                 self._journal.close()
                 self._journal = None
-        for cursor in self._cursors:  # cursors of worker threads too, so none outlives the database
-            cursor.close()
-        self._cursors.clear()
-        self._db.close()
+            for cursor in self._cursors:  # cursors of worker threads too, so none outlives the database
+                cursor.close()
+            self._cursors.clear()
+            self._db.close()
 
     def _cursor(self) -> duckdb.DuckDBPyConnection:
         cursor = getattr(self._local, "cursor", None)
@@ -254,7 +268,12 @@ class Warehouse:
                 row["logprobs"] = json.dumps(row["logprobs"], ensure_ascii=False, sort_keys=True)
         with self._lock:
             assert self._journal is not None, "warehouse opened read-only"
-            self._journal.write(f"{line}\n".encode())  # unbuffered: one write(2), in the file when this returns
+            try:
+                self._journal.write(f"{line}\n".encode())  # unbuffered: one write(2), in the file when this returns
+            except OSError as exc:
+                if _out_of_space(exc):
+                    raise self._no_space() from exc
+                raise
             if call.error is None:
                 self._buffered_answers.setdefault(call.key, row)
             self._buffer("llm_calls", [row])
@@ -304,9 +323,22 @@ class Warehouse:
             for table, rows in batch.items():
                 self._append(cursor, table, rows)
             cursor.execute("COMMIT")
-        except BaseException:
-            cursor.execute("ROLLBACK")
+        except BaseException as exc:
+            with contextlib.suppress(duckdb.TransactionException):  # a COMMIT that failed has rolled back
+                cursor.execute("ROLLBACK")
+            if _out_of_space(exc):
+                raise self._no_space() from exc
             raise
+
+    def _no_space(self) -> WarehouseError:
+        """What a write that found the disk full (or past ``ulimit -f``) says: what to free, and that nothing
+        received is lost."""
+        folder = self.path.resolve().parent
+        return WarehouseError(
+            f"no space left to write warehouse `{self.path}`: free space on the disk of {folder} (`df {folder}`; "
+            "it holds the warehouse, its .wal and .journal files) or raise `ulimit -f`, then run the same command "
+            "again; the answers received are kept in the journal"
+        )
 
     def _finish_writing(self) -> None:
         """Settle the background writer's finished batch. A failed batch is put back as it was (rows,
@@ -487,7 +519,13 @@ class Warehouse:
         return f"{rows[0]['error'][:200]} (x{rows[0]['n']})" if rows else None
 
     def finish_run(self, run_id: str, status: str, error: str | None = None) -> None:
-        self.flush()
+        """Record how a run ended. A run that did not complete is recorded so even when its buffered rows
+        cannot be written now (a full disk): they stay in the journal, replayed at the next open."""
+        try:
+            self.flush()
+        except WarehouseError:
+            if status == "completed":
+                raise
         self._execute(
             "UPDATE runs SET status = ?, ended_at = ?, error = ? WHERE run_id = ?",
             [status, datetime.now(), error, run_id],

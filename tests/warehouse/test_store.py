@@ -3,7 +3,10 @@ still served, a failed batch put back whole, and both journals replayed after a 
 
 from __future__ import annotations
 
+import errno
+import os
 import threading
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -11,7 +14,7 @@ import duckdb
 import pytest
 
 from ifsynth.schemas.errors import WarehouseError
-from ifsynth.schemas.records import CallRecord
+from ifsynth.schemas.records import CallRecord, RunRecord
 from ifsynth.warehouse import store
 from ifsynth.warehouse.store import Warehouse
 from tests.conftest import cli
@@ -125,6 +128,43 @@ def test_a_damaged_journal_line_is_kept_aside_and_the_rest_replayed(tmp_path: Pa
     with Warehouse(path, read_only=True) as warehouse:
         assert committed(warehouse) == 2
     assert path.with_name("w.duckdb.journal.unreadable").read_bytes() == damaged + b"\n"
+
+
+def test_a_full_disk_is_one_clear_error_the_run_is_recorded_failed_and_nothing_is_lost(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """ENOSPC injected into the warehouse's writes and its journal (bench/faults.py fills a small tmpfs for
+    real where the machine lets it mount one)."""
+    path = tmp_path / "w.duckdb"
+    run = RunRecord(run_id="run-1", name="run-1", recipe="instructir", fingerprint="f", config={},
+                    code_version="v", status="running", started_at=datetime.now())  # fmt: skip
+    full = r"no space left to write warehouse .* free space on the disk of"
+    warehouse = Warehouse(path)
+    warehouse.start_run(run)
+    warehouse.add_call(call(1))
+    with monkeypatch.context() as disk:
+        disk.setattr(Warehouse, "_append", staticmethod(no_space))
+        with pytest.raises(WarehouseError, match=full):
+            warehouse.flush()
+        warehouse.finish_run("run-1", "failed", "disk full")
+        journal = warehouse._journal
+        disk.setattr(warehouse, "_journal", FullFile())
+        with pytest.raises(WarehouseError, match=full):
+            warehouse.add_call(call(2))
+        disk.setattr(warehouse, "_journal", journal)
+        with pytest.raises(WarehouseError, match=full):
+            warehouse.close()  # still full: what it could not write stays in the journal
+    with Warehouse(path) as warehouse:  # space again: the journal is replayed
+        assert committed(warehouse) == 1 and warehouse.run("run-1").status == "failed"
+
+
+def no_space(*_: object) -> None:
+    raise duckdb.IOException(f'Could not write file "w.duckdb.wal": {os.strerror(errno.ENOSPC)}')
+
+
+class FullFile:
+    def write(self, _: bytes) -> int:
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
 
 
 def test_failed_calls_are_not_served_from_the_buffer(tmp_path: Path) -> None:
