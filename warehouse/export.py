@@ -4,6 +4,7 @@ byte-identical files."""
 
 from __future__ import annotations
 
+import errno
 import json
 import shutil
 import tempfile
@@ -69,9 +70,24 @@ def export(
         raise WarehouseError(f"`{out}` is a file; give a folder to export into")
     if out.is_dir() and any(out.iterdir()) and not overwrite:
         raise WarehouseError(f"`{out}` already holds files; pass --overwrite to replace them, or another --out")
-    with _staged(out) as staging:
-        written = _write(warehouse, release, fmt, staging, card, anchor, meta["run_id"], endpoints)
+    try:
+        with _staged(out) as staging:
+            written = _write(warehouse, release, fmt, staging, card, anchor, meta["run_id"], endpoints)
+    except OSError as exc:
+        raise WarehouseError(_unwritable(out, exc)) from exc
     return [out / path.relative_to(staging) for path in written]
+
+
+def _unwritable(out: Path, exc: OSError) -> str:
+    """Why an export could not be written, and what to do: a full disk, a folder not ours to write, or else."""
+    folder = out.resolve().parent
+    if exc.errno in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG):
+        return (
+            f"no space left to export into `{out}`: free space on the disk of {folder} (`df {folder}`) and export again"
+        )
+    if exc.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
+        return f"cannot write into {folder} ({exc.strerror}): give an --out in a folder you may write"
+    return f"cannot export into `{out}`: {exc.strerror or exc}; give another --out"
 
 
 @contextmanager
