@@ -180,20 +180,44 @@ class Warehouse:
         self._journal: BinaryIO | None = None
         self._columns: dict[tuple[str, str], bool] = {}
         if not read_only:
-            self._db.execute(resources.files("ifsynth.warehouse").joinpath("ddl.sql").read_text())
-            self._db.execute("INSERT OR IGNORE INTO meta VALUES ('schema_version', '1')")
-            self._replay_journal()
+            try:
+                self._db.execute(resources.files("ifsynth.warehouse").joinpath("ddl.sql").read_text())
+                self._db.execute("INSERT OR IGNORE INTO meta VALUES ('schema_version', '1')")
+                self._replay_journal()
+                # A run still marked running cannot be alive: this process holds the only write lock.
+                self._db.execute("UPDATE runs SET status = 'interrupted' WHERE status = 'running'")
+            except duckdb.Error as exc:
+                self._db.close()
+                raise self._explained(exc) from exc
             self._journal = self._open_journal()
-            # A run still marked running cannot be alive: this process holds the only write lock.
-            self._db.execute("UPDATE runs SET status = 'interrupted' WHERE status = 'running'")
 
     # -- lifecycle ---------------------------------------------------------------------------------
 
     def __enter__(self) -> Self:
         return self
 
-    def __exit__(self, *_: object) -> None:
+    def __exit__(self, _kind: object, error: BaseException | None, _trace: object) -> None:
+        """Close; a DuckDB error that ended the block becomes one line that says what to do about it."""
         self.close()
+        if isinstance(error, duckdb.Error) and not isinstance(error, duckdb.TransactionException):
+            raise self._explained(error) from error
+
+    def _explained(self, error: duckdb.Error) -> WarehouseError:
+        """A DuckDB error a user can act on, said so: a memory limit too small, a full disk, a damaged file."""
+        said = " ".join(str(error).split(" Possible solutions")[0].split())[:200]
+        if isinstance(error, duckdb.OutOfMemoryException):
+            return WarehouseError(
+                f"the warehouse ran out of memory ({said}): give --memory-limit a larger size, or leave it unset "
+                "(DuckDB then takes up to 80% of RAM)"
+            )
+        if _out_of_space(error):
+            return self._no_space()
+        if isinstance(error, duckdb.IOException | duckdb.SerializationException | duckdb.InternalException):
+            return WarehouseError(
+                f"warehouse `{self.path}` cannot be read ({said}): it is damaged (truncated, say) or another "
+                "program's file; restore it from a copy, or pass --warehouse with another file"
+            )
+        return WarehouseError(f"warehouse `{self.path}`: {said}")
 
     def close(self) -> None:
         try:

@@ -167,6 +167,24 @@ class FullFile:
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
 
 
+def test_a_memory_limit_too_small_is_one_line_that_says_so(tmp_path: Path) -> None:
+    said = r"ran out of memory .* give --memory-limit a larger size"
+    with pytest.raises(WarehouseError, match=said), Warehouse(tmp_path / "w.duckdb", memory_limit="1MB") as warehouse:
+        query(warehouse, "SELECT list(range) AS l FROM range(1000000)")
+
+
+def test_a_truncated_warehouse_is_one_line_that_says_so(tmp_path: Path) -> None:
+    path = tmp_path / "w.duckdb"
+    with Warehouse(path) as warehouse:
+        for i in range(3000):
+            warehouse.add_call(call(i))
+    data = path.read_bytes()
+    path.write_bytes(data[: len(data) // 2])
+    damaged = r"cannot be read .* damaged \(truncated, say\)"
+    with pytest.raises(WarehouseError, match=damaged), Warehouse(path) as warehouse:
+        query(warehouse, "SELECT sum(length(request)) AS n FROM llm_calls")
+
+
 def test_failed_calls_are_not_served_from_the_buffer(tmp_path: Path) -> None:
     with Warehouse(tmp_path / "w.duckdb") as warehouse:
         warehouse.add_call(call(1, error="APITimeoutError: timed out"))
