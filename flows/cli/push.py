@@ -11,7 +11,8 @@ import tempfile
 from pathlib import Path
 from typing import Literal, get_args
 
-from huggingface_hub import HfApi, get_token
+import httpx2
+from huggingface_hub import HfApi, constants, get_token
 from huggingface_hub.errors import HfHubHTTPError
 
 from ifsynth.schemas.errors import PushFailed
@@ -52,4 +53,10 @@ def push(
             status = exc.response.status_code if exc.response is not None else "no answer"
             hint = " (check that HF_TOKEN may write to it)" if status in (401, 403) else ""
             raise PushFailed(f"the Hub refused the upload to {repo}: {status}{hint}") from None
+        except httpx2.TransportError as exc:  # no answer at all: the network, a proxy, or HF_ENDPOINT
+            said = str(exc) or type(exc).__name__
+            raise PushFailed(
+                f"the Hub at {constants.ENDPOINT} cannot be reached ({said}): check the network or HF_ENDPOINT, "
+                "then push again; nothing was uploaded"
+            ) from None
     return commit.commit_url, len(written)

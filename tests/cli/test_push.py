@@ -53,3 +53,13 @@ def test_push_without_a_token_or_with_a_refused_one_is_one_line(warehouse: str, 
         assert done.returncode == 1 and message in done.stderr, done.stderr
         assert len(done.stderr.strip().splitlines()) == 1 and "Traceback" not in done.stderr
     assert not hub.repos, "nothing was created"
+
+
+def test_push_to_an_unreachable_hub_is_one_line(warehouse: str, tmp_path: Path) -> None:
+    from tests.servers import free_port
+
+    env = {"HF_ENDPOINT": f"http://127.0.0.1:{free_port()}", "HF_HOME": str(tmp_path), "HF_TOKEN": TOKEN,
+           "HF_HUB_DISABLE_TELEMETRY": "1", "HF_HUB_ETAG_TIMEOUT": "2"}  # fmt: skip
+    done = cli("--warehouse", warehouse, "push", "orig", "--repo", "lab/x", env=env)
+    assert done.returncode == 1 and "cannot be reached" in done.stderr and "nothing was uploaded" in done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1 and "unexpected" not in done.stderr, done.stderr
