@@ -241,3 +241,17 @@ def test_an_export_that_cannot_be_written_is_one_line(
         export(wh, "orig", "jsonl", out, overwrite=True)
     assert str(refused.value).startswith(said.format(out=out, parent=tmp_path))
     assert sorted(out.iterdir()) == before
+
+
+@pytest.mark.parametrize("out", [".", "..", "sub/.."])
+def test_an_export_into_the_folder_one_is_in_is_refused(
+    wh: Warehouse, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, out: str
+) -> None:
+    """An export replaces its folder whole: never the current one or a parent, whatever --overwrite says."""
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "keep.txt").write_text("mine")
+    monkeypatch.chdir(tmp_path / "sub")
+    before = sorted(p.name for p in tmp_path.rglob("*"))
+    with pytest.raises(WarehouseError, match=r"names no folder of its own \(an export replaces its folder whole\)"):
+        export(wh, "orig", "jsonl", Path(out), overwrite=True)
+    assert sorted(p.name for p in tmp_path.rglob("*")) == before

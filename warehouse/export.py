@@ -66,6 +66,11 @@ def export(
     if isinstance(fmt, str) and fmt in RECIPE_OF and recipe != RECIPE_OF[fmt] and not followir_triplets:
         raise WarehouseError(f"--format {fmt} is for {RECIPE_OF[fmt]} releases; release {release} is {recipe}")
     out = Path(out)
+    if out.name in ("", ".", ".."):  # `.`, `..`: the current folder or a parent
+        raise WarehouseError(
+            f"--out `{out}` names no folder of its own (an export replaces its folder whole); "
+            f"give one, e.g. --out exports/{release}"
+        )
     if out.exists() and not out.is_dir():
         raise WarehouseError(f"`{out}` is a file; give a folder to export into")
     if out.is_dir() and any(out.iterdir()) and not overwrite:
