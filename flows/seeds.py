@@ -44,18 +44,42 @@ def open_source(spec: str, demo: tuple[str, ...] = (), package: str = "ifsynth.f
     raise SeedError(f"unknown seed source `{spec}`; use demo, beir:DIR or irds:ID")
 
 
-def _jsonl(path: Path, spec: str, *, numbered: bool = False) -> Iterator[Any]:
-    """The rows of a JSONL file (with their line numbers when ``numbered``)."""
-    with path.open(encoding="utf-8") as lines:
-        for number, line in enumerate(lines, 1):
-            if not line.strip():
+def _lines(path: Path, spec: str, first: int = 1) -> Iterator[tuple[int, str]]:
+    """The numbered lines of a seed file, from line ``first`` on; bytes that are not UTF-8 are one SeedError."""
+    with path.open("rb") as lines:
+        for number, raw in enumerate(lines, 1):
+            if number < first:
                 continue
             try:
-                row = json.loads(line)
-                row["_id"]
-            except (ValueError, KeyError, TypeError):
-                raise SeedError(f"seeds `{spec}`: {path.name} line {number} is not a JSON object with an _id") from None
-            yield (number, row) if numbered else row
+                yield number, raw.decode("utf-8").replace("\r\n", "\n")
+            except UnicodeDecodeError:
+                raise SeedError(
+                    f"seeds `{spec}`: {path.name} line {number} is not UTF-8 text; save the file as UTF-8"
+                ) from None
+
+
+def _jsonl(path: Path, spec: str, *, numbered: bool = False) -> Iterator[Any]:
+    """The rows of a JSONL file (with their line numbers when ``numbered``)."""
+    for number, line in _lines(path, spec):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+            row["_id"]
+        except (ValueError, KeyError, TypeError):
+            raise SeedError(f"seeds `{spec}`: {path.name} line {number} is not a JSON object with an _id") from None
+        yield (number, row) if numbered else row
+
+
+def _grade(spec: str, number: int, score: str) -> int:
+    """A qrels score as a TREC grade (> 0 relevant; 0.5 stays relevant)."""
+    try:
+        value = float(score)
+    except ValueError:
+        raise SeedError(f"seeds `{spec}`: qrels line {number} has a non-numeric score") from None
+    if not math.isfinite(value):
+        raise SeedError(f"seeds `{spec}`: qrels line {number} has the score `{score}`; a grade is a finite number")
+    return math.ceil(value) if value > 0 else int(value)
 
 
 def _is_number(text: str) -> bool:
@@ -76,7 +100,10 @@ def _topic(qid: str, row: dict[str, Any]) -> SeedQuery:
 
 
 def _pair(query: SeedQuery, grades: dict[str, int], docs: dict[str, SeedPassage]) -> SeedPair | None:
-    """The query with its judged passages that the corpus holds, relevant first; none without a relevant one."""
+    """The query with its judged passages that the corpus holds, relevant first; none without a relevant one
+    or without a query text (nothing could be asked about it)."""
+    if not query.text.strip():
+        return None
     found = [docs[doc].model_copy(update={"grade": grade}) for doc, grade in grades.items() if doc in docs]
     positives = tuple(p for p in found if p.grade > 0)
     if not positives:
@@ -98,32 +125,48 @@ class BeirFolder:
     def check(self) -> None:
         """One pass over the folder before any request, so that a fault costs no LLM call: ids present, unique
         and without whitespace (they become TSV and TREC fields), texts that are strings, a corpus that is not
-        empty, a qrels file with its header and with no line pointing at an unknown query or passage."""
+        empty, a qrels file with its header and with no line pointing at an unknown query or passage, finite
+        scores; and at least one query with text judged relevant to a passage, since a source without one could
+        only make an empty release."""
         docs = self._ids(self.corpus, "passage")
         if not docs:
             raise SeedError(f"seeds `{self.spec}`: corpus.jsonl holds no passage")
         queries = self._ids(self.queries, "query")
-        with self.qrels.open(encoding="utf-8") as lines:
-            header = next(lines, "").rstrip("\n").split("\t")
-            if len(header) >= 3 and _is_number(header[2]):
+        if not queries:
+            raise SeedError(f"seeds `{self.spec}`: queries.jsonl holds no query")
+        if not any(queries.values()):
+            raise SeedError(f"seeds `{self.spec}`: every query in queries.jsonl has an empty text")
+        header = next((line for _, line in _lines(self.qrels, self.spec)), "").rstrip("\n").split("\t")
+        if len(header) >= 3 and _is_number(header[2]):
+            raise SeedError(
+                f"seeds `{self.spec}`: qrels/{self.qrels.name} line 1 is a judgement, not the header "
+                "`query-id<TAB>corpus-id<TAB>score` that BEIR files start with"
+            )
+        judged = usable = 0
+        for number, line in _lines(self.qrels, self.spec, first=2):
+            fields = line.rstrip("\n").split("\t")
+            if len(fields) < 3:
+                continue  # blank, or reported by _judgements
+            unknown = "query" if fields[0] not in queries else "passage" if fields[1] not in docs else None
+            if unknown:
+                which = fields[0] if unknown == "query" else fields[1]
                 raise SeedError(
-                    f"seeds `{self.spec}`: qrels/{self.qrels.name} line 1 is a judgement, not the header "
-                    "`query-id<TAB>corpus-id<TAB>score` that BEIR files start with"
+                    f"seeds `{self.spec}`: qrels/{self.qrels.name} line {number} names {unknown} `{which}`, "
+                    f"which {'queries' if unknown == 'query' else 'corpus'}.jsonl does not hold"
                 )
-            for number, line in enumerate(lines, 2):
-                fields = line.rstrip("\n").split("\t")
-                if len(fields) < 3:
-                    continue  # blank, or reported by _judgements
-                unknown = "query" if fields[0] not in queries else "passage" if fields[1] not in docs else None
-                if unknown:
-                    which = fields[0] if unknown == "query" else fields[1]
-                    raise SeedError(
-                        f"seeds `{self.spec}`: qrels/{self.qrels.name} line {number} names {unknown} `{which}`, "
-                        f"which {'queries' if unknown == 'query' else 'corpus'}.jsonl does not hold"
-                    )
+            judged += 1
+            usable += _grade(self.spec, number, fields[2]) > 0 and queries[fields[0]]
+        if not usable:
+            what = (
+                "holds no judgement"
+                if not judged
+                else "judges no passage relevant (score above 0) to a query with text"
+            )
+            raise SeedError(f"seeds `{self.spec}`: qrels/{self.qrels.name} {what}; nothing could be made from it")
 
-    def _ids(self, path: Path, what: str) -> set[str]:
-        seen: set[str] = set()
+    def _ids(self, path: Path, what: str) -> dict[str, bool]:
+        """Every id of the file, and whether its row has a text that is not blank."""
+        seen: dict[str, bool] = {}
         for line, row in _jsonl(path, self.spec, numbered=True):
             where = f"seeds `{self.spec}`: {path.name} line {line}"
             raw = row["_id"]
@@ -139,25 +182,19 @@ class BeirFolder:
                     raise SeedError(f"{where}: `{field}` is not a string")
             if not isinstance(row.get("text"), str):
                 raise SeedError(f"{where}: the {what} `{doc_id}` has no text")
-            seen.add(doc_id)
+            seen[doc_id] = bool(row["text"].strip())
         return seen
 
     def _judgements(self) -> dict[str, dict[str, int]]:
         """Per query, every judged passage with its grade (> 0 relevant)."""
         judged: dict[str, dict[str, int]] = defaultdict(dict)
-        with self.qrels.open(encoding="utf-8") as lines:
-            next(lines, None)  # header
-            for number, line in enumerate(lines, 2):
-                fields = line.rstrip("\n").split("\t")
-                if len(fields) < 3:
-                    if line.strip():
-                        raise SeedError(f"seeds `{self.spec}`: qrels line {number} needs query-id, corpus-id, score")
-                    continue
-                try:
-                    score = float(fields[2])
-                except ValueError:
-                    raise SeedError(f"seeds `{self.spec}`: qrels line {number} has a non-numeric score") from None
-                judged[fields[0]][fields[1]] = math.ceil(score) if score > 0 else int(score)  # 0.5 stays relevant
+        for number, line in _lines(self.qrels, self.spec, first=2):
+            fields = line.rstrip("\n").split("\t")
+            if len(fields) < 3:
+                if line.strip():
+                    raise SeedError(f"seeds `{self.spec}`: qrels line {number} needs query-id, corpus-id, score")
+                continue
+            judged[fields[0]][fields[1]] = _grade(self.spec, number, fields[2])
         return judged
 
     def pairs(self) -> Iterator[SeedPair]:

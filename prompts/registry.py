@@ -20,6 +20,8 @@ from jinja2 import (
     StrictUndefined,
     Template,
     TemplateNotFound,
+    UndefinedError,
+    meta,
 )
 from jinja2.exceptions import TemplateError
 from jinja2.sandbox import ImmutableSandboxedEnvironment
@@ -29,11 +31,19 @@ from ifsynth.schemas.errors import PromptError
 ROLES = ("system", "user")
 
 
+class _PlaceholderUsed(UndefinedError):
+    """A placeholder used where only a real value works (compared, added): the stage's own render tells."""
+
+
 class _Placeholder(ChainableUndefined):
-    """Any variable, when a template is checked without values: text where printed, empty where iterated."""
+    """A value the stage gives, when a template is checked without it: text where printed, empty where
+    iterated."""
 
     def __str__(self) -> str:
         return "..."
+
+    def __bool__(self) -> bool:  # a condition on a given value takes its branch, so the branch is checked too
+        return True
 
 
 @dataclass(frozen=True)
@@ -63,6 +73,7 @@ class Prompts:
         self.overlay = Path(overlay) if overlay is not None else None
         if self.overlay is not None:
             _check_overlay(self.overlay, builtin_templates(package))
+        self._builtin = loaders[-1]
         self._loader = ChoiceLoader(loaders)
         self._env = ImmutableSandboxedEnvironment(
             loader=self._loader,
@@ -87,17 +98,22 @@ class Prompts:
         return self._hashes[name]
 
     def check(self, name: str) -> None:
-        """Before a run sends anything: the template parses, has both blocks, and renders (every variable a
-        placeholder) to a non-empty user message. A template that cannot render with placeholders (a number
-        compared, a list indexed) is left to its stage."""
-        self._template(name)
-        lenient = self._env.overlay(undefined=_Placeholder)
+        """Before a run sends anything: the template parses, has both blocks, and renders to a non-empty user
+        message with a sample of what its stage gives it (a placeholder for each name its built-in template
+        uses). A name beyond those, a failing include, an arithmetic error or runaway recursion is refused here;
+        a placeholder that cannot stand in for a real value (a number compared) is left to the stage."""
+        template = self._template(name)
+        builtin, _, _ = self._builtin.get_source(self._env, f"{name}.j2")
+        given = meta.find_undeclared_variables(self._env.parse(builtin))
+        sample = {variable: _Placeholder(name=variable, exc=_PlaceholderUsed) for variable in given}
         try:
-            sample = lenient.get_template(f"{name}.j2")
-            text = "".join(sample.blocks["user"](sample.new_context({}))).strip()
-        except Exception:  # placeholders cannot stand in for every value (a number compared): the stage tells
+            context = template.new_context(sample)
+            texts = {role: "".join(template.blocks[role](context)).strip() for role in ROLES}
+        except _PlaceholderUsed:
             return
-        if not text:
+        except (TemplateError, ArithmeticError, RecursionError, UnicodeDecodeError) as exc:
+            raise PromptError(f"template `{name}.j2` fails to render: {_what(exc)}") from None
+        if not texts["user"]:
             raise PromptError(f"template `{name}.j2`: its `user` block renders to nothing")
 
     def render(self, name: str, **variables: Any) -> Rendered:
@@ -107,8 +123,8 @@ class Prompts:
             context = template.new_context(variables)
             rendered = ("".join(template.blocks[role](context)).strip() for role in ROLES)
             messages = [{"role": role, "content": text} for role, text in zip(ROLES, rendered, strict=True) if text]
-        except TemplateError as exc:
-            raise PromptError(f"template `{name}.j2`: {exc}") from None
+        except Exception as exc:  # the template's own code, run in the sandbox: any error is the template's
+            raise PromptError(f"template `{name}.j2` fails to render: {_what(exc)}") from None
         return Rendered(template=name, template_hash=self.hash(name), messages=tuple(messages))
 
     def _template(self, name: str) -> Template:
@@ -119,10 +135,19 @@ class Prompts:
             raise PromptError(f"no template `{name}.j2` (built-in or in --prompts-dir)") from None
         except TemplateError as exc:
             raise PromptError(f"template `{name}.j2`: {exc}") from None
+        except UnicodeDecodeError:
+            raise PromptError(f"template `{name}.j2` is not UTF-8 text; save it as UTF-8") from None
         for role in ROLES:
             if role not in template.blocks:
                 raise PromptError(f"template `{name}.j2` has no `{{% block {role} %}}`")
         return template
+
+
+def _what(exc: BaseException) -> str:
+    """An error of a template's code in a few words: a recursion's message would be a page of frames."""
+    if isinstance(exc, RecursionError):
+        return "it includes itself without end (RecursionError)"
+    return " ".join(f"{type(exc).__name__}: {exc}".split())[:200]
 
 
 def builtin_templates(package: str = BUILTIN) -> set[str]:

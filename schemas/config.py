@@ -7,7 +7,7 @@ import json
 from collections.abc import Sequence
 from typing import Annotated, Any, Literal, Self
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 from pydantic.fields import FieldInfo
 
 StructuredOutput = Literal["json_schema", "json_object", "none"]
@@ -127,6 +127,13 @@ class RunConfig(Config):
     humans_from: str | None = Field(None, description="the run whose human verdicts override its judges' (release)")
     cache_only: bool = Field(False, description="answer from the cache only; an uncached ask fails unsent (release)")
     shard: Shard | None = Field(None, description="the part of the seeds this run answers for (--shards)")
+
+    @field_validator("model", "judge_model")
+    @classmethod
+    def _named(cls, model: str | None) -> str | None:
+        if model is not None and not model.strip():
+            raise ValueError("a model's name cannot be empty")
+        return model
 
     @model_validator(mode="after")
     def _batch_alone(self) -> RunConfig:

@@ -158,6 +158,7 @@ class FakeOpenAI:
         script: Sequence[str] | None = None,
         rpm: int = 0,
         batch_polls: int = 1,
+        batch_api: bool = True,
     ) -> None:
         self._settings = _Settings(
             latency=latency,
@@ -195,10 +196,7 @@ class FakeOpenAI:
                 Route("/v1/embeddings", self._embeddings, methods=["POST"]),
                 Route("/_stats", self._get_stats, methods=["GET"]),
                 Route("/_reset", self._post_reset, methods=["POST"]),
-                Route("/v1/files", self._upload, methods=["POST"]),
-                Route("/v1/files/{file_id}/content", self._file_content, methods=["GET"]),
-                Route("/v1/batches", self._create_batch, methods=["POST"]),
-                Route("/v1/batches/{batch_id}", self._retrieve_batch, methods=["GET"]),
+                *(self._batch_routes() if batch_api else ()),  # without: 404, as vLLM or Ollama answer
             ]
         )
         self._server: _Server | None = None
@@ -444,6 +442,14 @@ class FakeOpenAI:
         }
 
     # -- the Batch API: files and batches -------------------------------------------------------------
+
+    def _batch_routes(self) -> list[Route]:
+        return [
+            Route("/v1/files", self._upload, methods=["POST"]),
+            Route("/v1/files/{file_id}/content", self._file_content, methods=["GET"]),
+            Route("/v1/batches", self._create_batch, methods=["POST"]),
+            Route("/v1/batches/{batch_id}", self._retrieve_batch, methods=["GET"]),
+        ]
 
     async def _upload(self, request: Request) -> JSONResponse:
         """A multipart upload (`file`, `purpose`), parsed with the standard library's MIME parser."""

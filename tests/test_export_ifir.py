@@ -4,7 +4,9 @@ importing and exporting again gives the same rows and the same bytes."""
 
 from __future__ import annotations
 
+import errno
 import json
+import os
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
@@ -15,6 +17,7 @@ from huggingface_hub import DatasetCard
 
 from ifsynth.flows.run.exports import export, import_release
 from ifsynth.schemas.errors import ImportFailed, WarehouseError
+from ifsynth.warehouse import export as export_module
 from ifsynth.warehouse.store import Warehouse
 from tests.helpers import query
 
@@ -213,3 +216,43 @@ def test_a_rel_index_past_the_corpus_is_one_line(wh: Warehouse, tmp_path: Path) 
     data.write_text(json.dumps(rows))
     with pytest.raises(ImportFailed, match="rel indexes past its corpus"):
         import_release(wh, "ifir", tmp_path / "out", name="bad")
+
+
+@pytest.mark.parametrize(
+    ("code", "said"),
+    [
+        (errno.ENOSPC, "no space left to export into `{out}`: free space on the disk of {parent}"),
+        (errno.EROFS, "cannot write into {parent} (Read-only file system): give an --out in a folder you may write"),
+    ],
+)
+def test_an_export_that_cannot_be_written_is_one_line(
+    wh: Warehouse, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, code: int, said: str
+) -> None:
+    """The disk full or the folder read-only (injected: as root, permissions do not refuse): a WarehouseError
+    that says what to do, and the folder's earlier export stays."""
+    out = tmp_path / "out"
+    export(wh, "orig", "jsonl", out)
+    before = sorted(out.iterdir())
+
+    def fail(*_: object) -> None:
+        raise OSError(code, os.strerror(code))
+
+    monkeypatch.setattr(export_module, "_card", fail)  # the last file an export writes
+    with pytest.raises(WarehouseError) as refused:
+        export(wh, "orig", "jsonl", out, overwrite=True)
+    assert str(refused.value).startswith(said.format(out=out, parent=tmp_path))
+    assert sorted(out.iterdir()) == before
+
+
+@pytest.mark.parametrize("out", [".", "..", "sub/.."])
+def test_an_export_into_the_folder_one_is_in_is_refused(
+    wh: Warehouse, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, out: str
+) -> None:
+    """An export replaces its folder whole: never the current one or a parent, whatever --overwrite says."""
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "keep.txt").write_text("mine")
+    monkeypatch.chdir(tmp_path / "sub")
+    before = sorted(p.name for p in tmp_path.rglob("*"))
+    with pytest.raises(WarehouseError, match=r"names no folder of its own \(an export replaces its folder whole\)"):
+        export(wh, "orig", "jsonl", Path(out), overwrite=True)
+    assert sorted(p.name for p in tmp_path.rglob("*")) == before

@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from ifsynth.schemas.errors import UnknownItem
+from ifsynth.schemas.errors import ConfigError, UnknownItem
 from ifsynth.warehouse.store import Warehouse
 
 
@@ -66,8 +66,16 @@ def audit(
 
     An item judged several ways (an InF-IR tuple's three judgments) shows one failing verdict in full and
     lists every judge that failed it at that stage in ``failed_judges``. An item whose call failed or gave no
-    usable answer says whether a rerun may cure that (``failure``: transient or terminal)."""
-    return warehouse.decided_items(warehouse.run(ref).run_id, stage=stage, status=status, limit=limit)
+    usable answer says whether a rerun may cure that (``failure``: transient or terminal). A stage the run
+    does not have is refused with those it has: a misspelt one would list nothing, as if all were well."""
+    run_id = warehouse.run(ref).run_id
+    if stage is not None:
+        names = warehouse.stage_names(run_id)
+        if stage not in names:
+            raise ConfigError(
+                f"--stage `{stage}` is no stage of run {run_id}; its stages: {', '.join(names) or 'none yet'}"
+            )
+    return warehouse.decided_items(run_id, stage=stage, status=status, limit=limit)
 
 
 BARS = "▁▂▃▄▅▆▇█"

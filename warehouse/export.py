@@ -4,6 +4,7 @@ byte-identical files."""
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import shutil
@@ -104,6 +105,11 @@ def export(
     if meta is None:
         raise UnknownRelease(release)
     out = Path(out)
+    if out.name in ("", ".", ".."):  # `.`, `..`: the current folder or a parent
+        raise WarehouseError(
+            f"--out `{out}` names no folder of its own (an export replaces its folder whole); "
+            f"give one, e.g. --out exports/{release}"
+        )
     if out.exists() and not out.is_dir():
         raise WarehouseError(f"`{out}` is a file; give a folder to export into")
     if out.is_dir() and any(out.iterdir()) and not overwrite:
@@ -125,12 +131,27 @@ def export(
         top_ranked=warehouse.release_top_ranked(release),
         options=options or {},
     )
-    with _staged(out) as staging:
-        written = writer(read, staging)
-        told = facts(read.card) if facts else cards.CardFacts()
-        written.files.append(_card(read, written, staging, told, endpoints))
+    try:
+        with _staged(out) as staging:
+            written = writer(read, staging)
+            told = facts(read.card) if facts else cards.CardFacts()
+            written.files.append(_card(read, written, staging, told, endpoints))
+    except OSError as exc:
+        raise WarehouseError(_unwritable(out, exc)) from exc
     written.files = [out / path.relative_to(staging) for path in written.files]
     return written
+
+
+def _unwritable(out: Path, exc: OSError) -> str:
+    """Why an export could not be written, and what to do: a full disk, a folder not ours to write, or else."""
+    folder = out.resolve().parent
+    if exc.errno in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG):
+        return (
+            f"no space left to export into `{out}`: free space on the disk of {folder} (`df {folder}`) and export again"
+        )
+    if exc.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
+        return f"cannot write into {folder} ({exc.strerror}): give an --out in a folder you may write"
+    return f"cannot export into `{out}`: {exc.strerror or exc}; give another --out"
 
 
 @contextmanager

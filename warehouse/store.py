@@ -9,6 +9,8 @@ the batch is committed; opening a warehouse replays both files."""
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import json
 import os
 import re
@@ -103,6 +105,16 @@ _KEYS = {
 }
 
 
+def _out_of_space(exc: BaseException) -> bool:
+    """Whether a write failed for want of space: a full disk, a quota, or a file past ``ulimit -f``."""
+    if isinstance(exc, OSError):
+        return exc.errno in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
+    said = str(exc)
+    return isinstance(exc, duckdb.Error) and any(
+        os.strerror(code) in said for code in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
+    )
+
+
 def _row(record: ItemRecord | VerdictRecord | CallRecord, **serialized: str) -> dict[str, Any]:
     """A record as a row; JSON fields serialized, or taken as given in ``serialized``."""
     row = record.model_dump(exclude=set(serialized))
@@ -169,34 +181,60 @@ class Warehouse:
         self._journal: BinaryIO | None = None
         self._columns: dict[tuple[str, str], bool] = {}
         if not read_only:
-            self._db.execute(resources.files("ifsynth.warehouse").joinpath("ddl.sql").read_text())
-            self._db.execute("INSERT OR IGNORE INTO meta VALUES ('schema_version', '1')")
-            self._replay_journal()
+            try:
+                self._db.execute(resources.files("ifsynth.warehouse").joinpath("ddl.sql").read_text())
+                self._db.execute("INSERT OR IGNORE INTO meta VALUES ('schema_version', '1')")
+                self._replay_journal()
+                # A run still marked running cannot be alive: this process holds the only write lock.
+                self._db.execute("UPDATE runs SET status = 'interrupted' WHERE status = 'running'")
+            except duckdb.Error as exc:
+                self._db.close()
+                raise self._explained(exc) from exc
             self._journal = self._open_journal()
-            # A run still marked running cannot be alive: this process holds the only write lock.
-            self._db.execute("UPDATE runs SET status = 'interrupted' WHERE status = 'running'")
 
     # -- lifecycle ---------------------------------------------------------------------------------
 
     def __enter__(self) -> Self:
         return self
 
-    def __exit__(self, *_: object) -> None:
+    def __exit__(self, _kind: object, error: BaseException | None, _trace: object) -> None:
+        """Close; a DuckDB error that ended the block becomes one line that says what to do about it."""
         self.close()
+        if isinstance(error, duckdb.Error) and not isinstance(error, duckdb.TransactionException):
+            raise self._explained(error) from error
+
+    def _explained(self, error: duckdb.Error) -> WarehouseError:
+        """A DuckDB error a user can act on, said so: a memory limit too small, a full disk, a damaged file."""
+        said = " ".join(str(error).split(" Possible solutions")[0].split())[:200]
+        if isinstance(error, duckdb.OutOfMemoryException):
+            return WarehouseError(
+                f"the warehouse ran out of memory ({said}): give --memory-limit a larger size, or leave it unset "
+                "(DuckDB then takes up to 80% of RAM)"
+            )
+        if _out_of_space(error):
+            return self._no_space()
+        if isinstance(error, duckdb.IOException | duckdb.SerializationException | duckdb.InternalException):
+            return WarehouseError(
+                f"warehouse `{self.path}` cannot be read ({said}): it is damaged (truncated, say) or another "
+                "program's file; restore it from a copy, or pass --warehouse with another file"
+            )
+        return WarehouseError(f"warehouse `{self.path}`: {said}")
 
     def close(self) -> None:
-        if not self.read_only:
-            self.flush()
+        try:
+            if not self.read_only:
+                self.flush()  # if it fails (a full disk), what it could not write stays in the journal
+        finally:
             if self._writer is not None:
                 self._writer.shutdown()
                 self._writer = None
             if self._journal is not None:
                 self._journal.close()
                 self._journal = None
-        for cursor in self._cursors:  # cursors of worker threads too, so none outlives the database
-            cursor.close()
-        self._cursors.clear()
-        self._db.close()
+            for cursor in self._cursors:  # cursors of worker threads too, so none outlives the database
+                cursor.close()
+            self._cursors.clear()
+            self._db.close()
 
     def _cursor(self) -> duckdb.DuckDBPyConnection:
         cursor = getattr(self._local, "cursor", None)
@@ -255,7 +293,12 @@ class Warehouse:
                 row["logprobs"] = json.dumps(row["logprobs"], ensure_ascii=False, sort_keys=True)
         with self._lock:
             assert self._journal is not None, "warehouse opened read-only"
-            self._journal.write(f"{line}\n".encode())  # unbuffered: one write(2), in the file when this returns
+            try:
+                self._journal.write(f"{line}\n".encode())  # unbuffered: one write(2), in the file when this returns
+            except OSError as exc:
+                if _out_of_space(exc):
+                    raise self._no_space() from exc
+                raise
             if call.error is None:
                 self._buffered_answers.setdefault(call.key, row)
             self._buffer("llm_calls", [row])
@@ -305,9 +348,22 @@ class Warehouse:
             for table, rows in batch.items():
                 self._append(cursor, table, rows)
             cursor.execute("COMMIT")
-        except BaseException:
-            cursor.execute("ROLLBACK")
+        except BaseException as exc:
+            with contextlib.suppress(duckdb.TransactionException):  # a COMMIT that failed has rolled back
+                cursor.execute("ROLLBACK")
+            if _out_of_space(exc):
+                raise self._no_space() from exc
             raise
+
+    def _no_space(self) -> WarehouseError:
+        """What a write that found the disk full (or past ``ulimit -f``) says: what to free, and that nothing
+        received is lost."""
+        folder = self.path.resolve().parent
+        return WarehouseError(
+            f"no space left to write warehouse `{self.path}`: free space on the disk of {folder} (`df {folder}`; "
+            "it holds the warehouse, its .wal and .journal files) or raise `ulimit -f`, then run the same command "
+            "again; the answers received are kept in the journal"
+        )
 
     def _finish_writing(self) -> None:
         """Settle the background writer's finished batch. A failed batch is put back as it was (rows,
@@ -359,15 +415,21 @@ class Warehouse:
 
     def _replay_journal(self) -> None:
         """Calls a killed process journaled but had not committed: those of the batch the background
-        writer was writing (the sealed file), and those still buffered (the journal)."""
+        writer was writing (the sealed file), and those still buffered (the journal). A line that cannot be
+        read (cut short by the kill, or damaged: bytes that are not UTF-8) is kept aside in
+        ``<warehouse>.journal.unreadable`` instead of blocking every later open."""
         paths = [path for path in (self._sealed_path, self._journal_path) if path.exists()]
-        rows = []
+        rows: list[dict[str, Any]] = []
+        unreadable: list[bytes] = []
         for path in paths:
-            for line in path.read_text(encoding="utf-8").splitlines():
+            for line in path.read_bytes().splitlines():
                 try:
                     rows.append(_row(CallRecord.model_validate_json(line)))
                 except ValueError:
-                    continue  # the last line of a killed process may be cut short
+                    unreadable.append(line)
+        if unreadable:
+            with self.path.with_name(self.path.name + ".journal.unreadable").open("ab") as kept:
+                kept.write(b"".join(line + b"\n" for line in unreadable))
         if rows:
             unique = {row["call_id"]: row for row in rows}
             self._append(self._db, "llm_calls", list(unique.values()))
@@ -482,7 +544,13 @@ class Warehouse:
         return f"{rows[0]['error'][:200]} (x{rows[0]['n']})" if rows else None
 
     def finish_run(self, run_id: str, status: str, error: str | None = None) -> None:
-        self.flush()
+        """Record how a run ended. A run that did not complete is recorded so even when its buffered rows
+        cannot be written now (a full disk): they stay in the journal, replayed at the next open."""
+        try:
+            self.flush()
+        except WarehouseError:
+            if status == "completed":
+                raise
         self._execute(
             "UPDATE runs SET status = ?, ended_at = ?, error = ? WHERE run_id = ?",
             [status, datetime.now(), error, run_id],
@@ -686,6 +754,19 @@ class Warehouse:
             "ORDER BY i.group_id, i.ord, i.item_id" + (f" LIMIT {int(limit)}" if limit else ""),
             params,
         )
+
+    def stage_names(self, run_id: str) -> list[str]:
+        """The stages that made, decided or counted something in a run, in run order where counted."""
+        return [
+            row["stage"]
+            for row in self._sql(
+                "SELECT stage, min(ord) AS ord FROM (SELECT stage, ord FROM stage_counts WHERE run_id = ? "
+                "UNION ALL SELECT stage, NULL FROM items WHERE run_id = ? "
+                "UNION ALL SELECT stage, NULL FROM verdicts WHERE run_id = ?) WHERE stage IS NOT NULL "
+                "GROUP BY stage ORDER BY ord NULLS LAST, stage",
+                [run_id, run_id, run_id],
+            )
+        ]
 
     # -- verdicts ----------------------------------------------------------------------------------
 

@@ -28,6 +28,7 @@ from ifsynth.schemas.errors import (
     RunInterrupted,
     WarehouseInUse,
 )
+from ifsynth.schemas.records import ItemStatus
 from ifsynth.warehouse import audit as audit_queries
 from ifsynth.warehouse import live
 from ifsynth.warehouse.export import GENERIC, release_for
@@ -459,6 +460,8 @@ def audit(
     as_json: JsonFlag = False,
 ) -> None:
     """Items and the verdict that decided each; by default every item that did not make it."""
+    if status is not None:
+        status = _choice(status, get_args(ItemStatus), "--status")
     rows = _read(ctx, "audit", ref=run_ref, stage=stage, status=status, limit=limit or None)
     if as_json:
         _json(rows)
@@ -748,7 +751,7 @@ def evaluate(
     out_file: Annotated[
         Path | None, typer.Option("--out", help="Where BM25 writes its run; default runs/<release>.bm25[-rerank].trec.")
     ] = None,
-    depth: Annotated[int, typer.Option(help="Documents BM25 retrieves per query.")] = 1000,
+    depth: Annotated[int, typer.Option(min=1, help="Documents BM25 retrieves per query.")] = 1000,
     rerank: Annotated[
         bool | None,
         typer.Option(

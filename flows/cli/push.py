@@ -49,8 +49,10 @@ def push(
             status = exc.response.status_code if exc.response is not None else "no answer"
             hint = " (check that HF_TOKEN may write to it)" if status in (401, 403) else ""
             raise PushFailed(f"the Hub at {endpoint} refused the upload to {repo}: {status}{hint}") from None
-        except httpx2.HTTPError as exc:
+        except httpx2.HTTPError as exc:  # no answer at all: the network, a proxy, or HF_ENDPOINT
+            said = str(exc) or type(exc).__name__
             raise PushFailed(
-                f"the Hub at {endpoint} did not answer ({type(exc).__name__}); check HF_ENDPOINT"
+                f"the Hub at {endpoint} cannot be reached ({said}): check the network or HF_ENDPOINT, "
+                "then push again; nothing was uploaded"
             ) from None
     return commit.commit_url, len(written)

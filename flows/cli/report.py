@@ -15,6 +15,7 @@ from typing import Any
 import plotly.graph_objects as go
 from plotly.offline import get_plotlyjs
 
+from ifsynth.schemas.errors import ConfigError
 from ifsynth.warehouse import audit
 from ifsynth.warehouse.cards import markdown
 from ifsynth.warehouse.stats import release_meta
@@ -206,6 +207,12 @@ def _e(text: str) -> str:
 
 
 def write(path: Path, document: str) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(document, encoding="utf-8")
+    """Write the report to ``path``, or to ``report.html`` inside it when it is a folder."""
+    if path.is_dir():
+        path = path / "report.html"
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(document, encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(f"cannot write the report to `{path}` ({exc.strerror or exc}); give another --out") from exc
     return path

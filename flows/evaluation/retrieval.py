@@ -120,8 +120,12 @@ def read_run(path: str | Path) -> Run:
     if not path.is_file():
         raise ConfigError(f"no run file `{path}`; give a TREC run (qid Q0 docid rank score tag)")
     run: Run = {}
-    with path.open(encoding="utf-8") as handle:
-        for number, line in enumerate(handle, start=1):
+    with path.open("rb") as handle:
+        for number, raw in enumerate(handle, start=1):
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError:
+                raise ConfigError(f"`{path.name}` line {number} is not UTF-8 text; a TREC run is a text file") from None
             fields = line.split()
             if not fields:
                 continue

@@ -16,12 +16,14 @@ import uuid
 from collections.abc import Mapping
 from typing import Any
 
+import openai
+
 from ifsynth.flows.llm.answers import call_cost, completion_of
 from ifsynth.flows.llm.requests import Ask
 from ifsynth.flows.llm.retry import is_transient_status
 from ifsynth.flows.llm.route import Route
 from ifsynth.schemas.config import Price
-from ifsynth.schemas.errors import BatchFailed
+from ifsynth.schemas.errors import BatchFailed, EndpointDown
 from ifsynth.schemas.records import CallRecord, Failure
 from ifsynth.warehouse.keys import sha256
 from ifsynth.warehouse.store import Warehouse
@@ -58,7 +60,15 @@ async def _submit(route: Route, requests: Requests) -> str:
         json.dumps({"custom_id": key, "method": "POST", "url": "/v1/chat/completions", "body": body}) + "\n"
         for key, (_, body) in requests.items()
     )
-    uploaded = await route.client.files.create(file=("requests.jsonl", lines.encode()), purpose="batch")
+    try:
+        uploaded = await route.client.files.create(file=("requests.jsonl", lines.encode()), purpose="batch")
+    except openai.APIStatusError as exc:
+        if exc.status_code not in (404, 405, 501):
+            raise
+        raise EndpointDown(
+            f"endpoint {route.base_url} has no Batch API (POST /files answered {exc.status_code}): "
+            "drop --batch to send the requests one by one"
+        ) from None
     batch = await route.client.batches.create(
         input_file_id=uploaded.id, endpoint="/v1/chat/completions", completion_window="24h"
     )

@@ -39,7 +39,8 @@ OPENAI_BASE_URL = "https://api.openai.com/v1"
 OPENAI_DEFAULT_MODEL = "gpt-4o-mini"
 DEFAULT_KEY_ENV = "OPENAI_API_KEY"
 MAX_REPLY_BYTES = 16 * 1024 * 1024  # far above any chat completion with max_tokens set
-_KEYLIKE = re.compile(r"key|token|secret|passw|sig|auth|credential", re.IGNORECASE)
+# `code` alone: how hosted functions (Azure's, say) take their key; `encode`, `zipcode` ... stay
+_KEYLIKE = re.compile(r"key|token|secret|passw|sig|auth|credential|^code$", re.IGNORECASE)
 
 
 def api_key(variable: str) -> str | None:
@@ -275,7 +276,9 @@ class Route:
             if refused is None:
                 raise
             # the aiohttp transport maps every connection failure to a connect *timeout*; say what happened
-            raise openai.APIConnectionError(message=f"Connection error: {refused}", request=exc.request) from exc
+            what = "error" if isinstance(refused, aiohttp.ClientConnectorError) else "reset"
+            said = str(refused) or type(refused).__name__
+            raise openai.APIConnectionError(message=f"Connection {what}: {said}", request=exc.request) from exc
         except ReplyRejected as exc:  # raised by _guard, past the SDK's own error mapping
             request = httpx2.Request("POST", f"{self.base_url}{path}")
             raise openai.APIConnectionError(message=f"Reply refused: {exc}", request=request) from exc
@@ -352,11 +355,12 @@ async def _guard(response: httpx2.Response) -> None:
     response.stream = _Capped(response.stream, MAX_REPLY_BYTES)
 
 
-def _refused(exc: BaseException) -> aiohttp.ClientConnectorError | None:
-    """The failure to connect (refused, unreachable, no such host) behind an exception, if there is one."""
+def _refused(exc: BaseException) -> aiohttp.ClientConnectionError | None:
+    """The connection failure behind an exception, if there is one: to connect (refused, unreachable, no such
+    host), or a connection the server dropped (reset, disconnected)."""
     cause = exc.__cause__ or exc.__context__
     while cause is not None:
-        if isinstance(cause, aiohttp.ClientConnectorError) and not isinstance(cause, TimeoutError):
+        if isinstance(cause, aiohttp.ClientConnectionError) and not isinstance(cause, TimeoutError):
             return cause
         cause = cause.__cause__ or cause.__context__
     return None

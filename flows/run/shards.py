@@ -175,18 +175,30 @@ def _run_locally(shards: list[ShardRun], progress: Progress, memory_limit: str |
     if memory_limit:
         env["IFSYNTH_MEMORY_LIMIT"] = memory_limit
     running: dict[subprocess.Popen[bytes], ShardRun] = {}
+    # Each shard holds the read end of a pipe only this process writes to: if this process dies (kill -9),
+    # the shard reads end-of-file and stops itself, releasing its warehouse, instead of working on for nobody.
+    watch, alive = os.pipe()
     try:
         for shard in shards:
             with shard.log.open("wb") as log:
                 process = subprocess.Popen(
-                    [sys.executable, "-m", "ifsynth.flows.run.shard_process", shard.run_id, str(shard.path)],
+                    [
+                        sys.executable,
+                        "-m",
+                        "ifsynth.flows.run.shard_process",
+                        shard.run_id,
+                        str(shard.path),
+                        str(watch),
+                    ],
                     env=env,
                     stdin=subprocess.DEVNULL,
                     stdout=log,
                     stderr=subprocess.STDOUT,
                     start_new_session=True,  # the terminal's Ctrl-C comes here, and is passed on below
+                    pass_fds=(watch,),
                 )
             running[process] = shard
+        os.close(watch)
         said = time.monotonic()
         while running:
             for process in [p for p in running if p.poll() is not None]:
@@ -198,6 +210,7 @@ def _run_locally(shards: list[ShardRun], progress: Progress, memory_limit: str |
             time.sleep(0.2)
     finally:
         _stop(list(running))
+        os.close(alive)
 
 
 def watched(shards: list[ShardRun]) -> str:

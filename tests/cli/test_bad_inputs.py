@@ -46,7 +46,7 @@ def duplicate_passage(root: Path) -> None:
     write_rows(root / "corpus.jsonl", [*data, data[3]])
 
 
-def overlay(tmp_path: Path, files: dict[str, str | Path]) -> list[str]:
+def overlay(tmp_path: Path, files: dict[str, str | Path], encoding: str = "utf-8") -> list[str]:
     root = tmp_path / "prompts"
     for name, content in files.items():
         path = root / name
@@ -54,13 +54,20 @@ def overlay(tmp_path: Path, files: dict[str, str | Path]) -> list[str]:
         if isinstance(content, Path):
             os.symlink(content, path)
         else:
-            path.write_text(content)
+            path.write_text(content, encoding=encoding)
     return ["--prompts-dir", str(root)]
 
 
 REWRITE = (REPO / "prompts" / "instructir" / "rewrite.j2").read_text()
 SYSTEM = "{% block system %}x{% endblock %}"
 TARGET = "instructir/rewrite.j2"
+
+
+def user(block: str) -> str:
+    """A template whose user block is ``block``."""
+    return SYSTEM + "{% block user %}" + block + "{% endblock %}"
+
+
 QRELS = Path("qrels") / "test.tsv"
 CASES: dict[str, tuple[Callable[[Path], list[str]], str]] = {
     "duplicate passage id": (lambda t: seeds(t, duplicate_passage), "_id `dp004` appears twice"),
@@ -85,6 +92,36 @@ CASES: dict[str, tuple[Callable[[Path], list[str]], str]] = {
         lambda t: seeds(t, lambda r: (r / QRELS).write_text("dq01\tdp001\t1\n")),
         "line 1 is a judgement, not the header",
     ),
+    "no queries": (
+        lambda t: seeds(t, lambda r: (r / "queries.jsonl").write_text("")),
+        "queries.jsonl holds no query",
+    ),
+    "qrels with only the header": (
+        lambda t: seeds(t, lambda r: (r / QRELS).write_text("query-id\tcorpus-id\tscore\n")),
+        "qrels/test.tsv holds no judgement",
+    ),
+    "every score 0": (
+        lambda t: seeds(t, lambda r: (r / QRELS).write_text((r / QRELS).read_text().replace("\t1\n", "\t0\n"))),
+        "judges no passage relevant",
+    ),
+    "every query text empty": (
+        lambda t: seeds(
+            t, lambda r: write_rows(r / "queries.jsonl", [{**q, "text": " "} for q in rows(r / "queries.jsonl")])
+        ),
+        "every query in queries.jsonl has an empty text",
+    ),
+    "qrels scored nan": (
+        lambda t: seeds(t, lambda r: (r / QRELS).open("a").write("dq01\tdp002\tnan\n")),
+        "line 50 has the score `nan`",
+    ),
+    "qrels scored inf": (
+        lambda t: seeds(t, lambda r: (r / QRELS).open("a").write("dq01\tdp002\tinf\n")),
+        "line 50 has the score `inf`",
+    ),
+    "seeds not UTF-8": (
+        lambda t: seeds(t, lambda r: (r / "queries.jsonl").open("ab").write(b'{"_id": "x", "text": "\xff"}\n')),
+        "queries.jsonl line 49 is not UTF-8 text",
+    ),
     "misspelt overlay": (
         lambda t: overlay(t, {"instructir/rewrte.j2": REWRITE}),
         "`instructir/rewrte.j2` replaces no built-in",
@@ -98,6 +135,14 @@ CASES: dict[str, tuple[Callable[[Path], list[str]], str]] = {
         "has no `{% block system %}`",
     ),
     "syntax error": (lambda t: overlay(t, {TARGET: SYSTEM + "{% block user %}{{ query {% endblock %}"}), TARGET),
+    "undefined name": (lambda t: overlay(t, {TARGET: user("{{ nosuch }}")}), "UndefinedError: 'nosuch' is undefined"),
+    "division by zero": (lambda t: overlay(t, {TARGET: user("{{ 1/0 }}")}), "ZeroDivisionError"),
+    "self-include": (lambda t: overlay(t, {TARGET: user(f'{{% include "{TARGET}" %}}')}), "includes itself"),
+    "range too big": (
+        lambda t: overlay(t, {TARGET: user("{% for i in range(10**9) %}.{% endfor %}")}),
+        "Range too big",
+    ),
+    "template not UTF-8": (lambda t: overlay(t, {TARGET: user("caf\xe9")}, encoding="latin-1"), "is not UTF-8 text"),
     "symlink out of the overlay": (lambda t: overlay(t, {TARGET: Path("/etc/hostname")}), "points outside the folder"),
     "endpoint not a section": (lambda t: ["--set", "endpoint=3"], "setting `endpoint` must be a section"),
     "config that never ends": (lambda t: ["--config", "/dev/zero"], "is not a regular file"),

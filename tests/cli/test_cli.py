@@ -381,6 +381,11 @@ def test_a_stop_signal_interrupts_the_run_and_the_same_command_finishes_it(
      "ir_datasets has no dataset"),
     (["show", "rewrite-0000000000000000"], "no item"),
     (["funnel", "no-such-run"], "no run `no-such-run`"),
+    (["audit", "--status", "meh"], "--status must be one of ok, rejected, parse_error, failed, accepted"),
+    (["audit", "--stage", "judge_relevence"], "its stages: select, instructions, rewrite, judge_relevance,"),
+    (["evaluate", "any", "--retriever", "bm25", "--depth", "0"], "Invalid value for '--depth'"),
+    (["run", "instructir", "--seeds", "demo", "--base-url", "http://127.0.0.1:9/v1", "--model", ""],
+     "setting `model`: a model's name cannot be empty"),
 ])  # fmt: skip
 def test_bad_input_is_one_line(first: dict[str, Any], args: list[str], message: str) -> None:
     proc = cli("--warehouse", str(first["warehouse"]), *args)

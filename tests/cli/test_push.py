@@ -71,5 +71,6 @@ def test_an_unreachable_hub_is_one_line_naming_it(warehouse: str, tmp_path: Path
     with FakeHub(token=TOKEN) as hub:
         gone = hub.url  # the port is closed once the fake has stopped
     done = cli("--warehouse", warehouse, "push", "orig", "--repo", "lab/x", env=hub_env(hub, tmp_path))
-    assert done.returncode == 1 and f"the Hub at {gone} did not answer" in done.stderr, done.stderr
+    assert done.returncode == 1 and f"the Hub at {gone} cannot be reached" in done.stderr, done.stderr
+    assert "nothing was uploaded" in done.stderr and "unexpected" not in done.stderr
     assert len(done.stderr.strip().splitlines()) == 1 and "Traceback" not in done.stderr

@@ -172,6 +172,44 @@ def test_ctrl_c_stops_every_shard_cleanly_and_a_shard_can_be_watched(seeds: Path
             assert run.status == "interrupted", run.error
 
 
+def test_shards_stop_when_their_coordinator_is_killed(seeds: Path, tmp_path: Path) -> None:
+    """SIGKILL of the coordinating process, which cannot pass anything on: its shard processes see it gone,
+    stop, record that they were interrupted and release their warehouses, so the same command continues."""
+    warehouse = tmp_path / "w.duckdb"
+    with FakeOpenAI(latency=0.2) as fake:
+        args = ["--warehouse", str(warehouse), *run_args(seeds, fake.base_url, "--shards", "2")]
+        command = [sys.executable, "-m", "ifsynth.flows.cli", *args]
+        parent = subprocess.Popen(command, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        deadline = time.monotonic() + 120
+        while fake.stats()["requests"] < 20:
+            assert time.monotonic() < deadline and parent.poll() is None
+            time.sleep(0.05)
+        paths = [warehouse.with_name("w.duckdb.shards") / f"{i}-of-2.duckdb" for i in (1, 2)]
+        for path in paths:
+            wait_running(path, deadline)
+        shards = [shard_process(parent.pid, path.name) for path in paths]
+        parent.kill()
+        parent.wait()
+        while alive := [pid for pid in shards if running(pid)]:  # bounded by their stop's grace, 30 s
+            assert time.monotonic() < deadline + 60, f"shard processes {alive} outlive their coordinator"
+            time.sleep(0.2)
+        for path in paths:
+            with Warehouse(path) as store:  # released: it opens for writing
+                assert store.run().status == "interrupted"
+        fake.configure(latency=0.01)
+        again = cli(*args)
+    assert again.returncode == 0, again.stderr
+    assert json.loads(again.stdout)["status"] == "completed"
+
+
+def running(pid: int) -> bool:
+    """Whether the process lives (a zombie no one has reaped yet has ended)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
 def wait_running(shard: Path, deadline: float) -> None:
     """Until the shard's process has taken its run: its funnel, read from another process, says running."""
     while (funnel := cli("--warehouse", str(shard), "funnel", "--json")).returncode == 0:

@@ -12,6 +12,7 @@ import pytest
 from ifsynth.flows.llm.gateway import Gateway
 from ifsynth.flows.llm.requests import Reply
 from ifsynth.schemas.config import RunConfig
+from ifsynth.schemas.errors import EndpointDown
 from ifsynth.warehouse.store import Warehouse
 from tests.fake_openai import FakeOpenAI
 from tests.helpers import GOOD, ask, config, query
@@ -53,6 +54,11 @@ def test_batch_answers_land_under_the_live_keys_and_no_chat_request_is_sent(
                 return await gateway.ask_many("judge", [ask(f"q{i}") for i in range(4)])
 
     assert all(r.cached == 1 for r in asyncio.run(live())) and fake.stats()["requests"] == 0
+
+
+def test_a_server_without_a_batch_api_is_one_line(make_fake: Callable[..., FakeOpenAI], warehouse_path: Path) -> None:
+    with pytest.raises(EndpointDown, match=r"has no Batch API \(POST /files answered 404\): drop --batch"):
+        answer_in_batch(make_fake(batch_api=False), warehouse_path, 2)
 
 
 def test_a_run_stopped_while_waiting_polls_the_same_batch(fake: FakeOpenAI, warehouse_path: Path) -> None:

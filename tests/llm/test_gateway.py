@@ -4,7 +4,11 @@ the three structured-output styles, the concurrency bound, and keys kept out of 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
+import socket
+import struct
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -17,6 +21,7 @@ from ifsynth.flows.llm.requests import Ask, Reply
 from ifsynth.prompts.registry import Rendered
 from ifsynth.schemas.answers import RelevanceJudgement
 from ifsynth.schemas.config import Endpoint
+from ifsynth.schemas.errors import IfsynthError
 from ifsynth.warehouse.store import Warehouse
 from tests.fake_openai import FakeOpenAI
 from tests.helpers import GOOD, FakeClock, ask, config, query
@@ -218,6 +223,29 @@ def test_a_refused_connection_is_recorded_as_one_and_stops_the_stage(fake: FakeO
     errors = [row["error"] for row in calls(warehouse)]
     assert errors and all(e.startswith("APIConnectionError: Connection error: Cannot connect") for e in errors)
     assert len(errors) <= 2, "no retry once the endpoint is known to be unreachable"
+
+
+def test_a_reset_connection_is_recorded_as_a_reset_not_a_timeout(fake: FakeOpenAI, warehouse: Warehouse) -> None:
+    """A server that drops each connection with a TCP RST once it has the request."""
+    listener = socket.create_server(("127.0.0.1", 0))
+
+    def reset() -> None:
+        with contextlib.suppress(OSError):
+            while True:
+                conn, _ = listener.accept()
+                conn.recv(65536)
+                conn.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+                conn.close()
+
+    threading.Thread(target=reset, daemon=True).start()
+    try:
+        with contextlib.suppress(IfsynthError):  # the endpoint may be judged down: the record is what matters
+            answer(fake, warehouse, [ask()], base_url=f"http://127.0.0.1:{listener.getsockname()[1]}/v1",
+                   max_attempts=2)  # fmt: skip
+    finally:
+        listener.close()
+    errors = [row["error"] for row in calls(warehouse)]
+    assert errors and all(e.startswith("APIConnectionError: Connection reset") for e in errors), errors
 
 
 def test_an_endpoint_behind_a_proxy_is_reached_through_it(

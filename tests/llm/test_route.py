@@ -75,6 +75,7 @@ def test_logprobs_are_asked_for_when_wanted() -> None:
         ("http://localhost:8000/v1/", "http://localhost:8000/v1"),
         ("https://user:secret@api.example.com/v1", "https://api.example.com/v1"),
         ("https://api.example.com:8443/v1#frag", "https://api.example.com:8443/v1"),
+        ("https://fn.example.net/api/v1?code=fnkey123&encode=utf8", "https://fn.example.net/api/v1?encode=utf8"),
     ],
 )
 def test_public_url_drops_credentials_and_the_trailing_slash(url: str, keyed: str) -> None:

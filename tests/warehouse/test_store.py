@@ -3,7 +3,10 @@ still served, a failed batch put back whole, and both journals replayed after a 
 
 from __future__ import annotations
 
+import errno
+import os
 import threading
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -11,7 +14,7 @@ import duckdb
 import pytest
 
 from ifsynth.schemas.errors import WarehouseError
-from ifsynth.schemas.records import CallRecord, VerdictRecord
+from ifsynth.schemas.records import CallRecord, RunRecord, VerdictRecord
 from ifsynth.warehouse import store
 from ifsynth.warehouse.store import Warehouse
 from tests.conftest import cli
@@ -112,6 +115,74 @@ def test_both_journals_are_replayed_on_open(tmp_path: Path) -> None:
         rows = query(warehouse, "SELECT call_id FROM llm_calls ORDER BY call_id")
         assert [row["call_id"] for row in rows] == [f"call-{i}" for i in range(5)]
     assert not sealed.exists()
+
+
+def test_a_damaged_journal_line_is_kept_aside_and_the_rest_replayed(tmp_path: Path) -> None:
+    path = tmp_path / "w.duckdb"
+    Warehouse(path).close()
+    damaged = call(1).model_dump_json().encode().replace(b"call-1", b"call-\xff")
+    path.with_name("w.duckdb.journal").write_bytes(b"\n".join([call(0).model_dump_json().encode(), damaged, b""]))
+    with Warehouse(path) as warehouse:
+        assert [row["call_id"] for row in query(warehouse, "SELECT call_id FROM llm_calls")] == ["call-0"]
+        warehouse.add_call(call(2))
+    with Warehouse(path, read_only=True) as warehouse:
+        assert committed(warehouse) == 2
+    assert path.with_name("w.duckdb.journal.unreadable").read_bytes() == damaged + b"\n"
+
+
+def test_a_full_disk_is_one_clear_error_the_run_is_recorded_failed_and_nothing_is_lost(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """ENOSPC injected into the warehouse's writes and its journal (bench/faults.py fills a small tmpfs for
+    real where the machine lets it mount one)."""
+    path = tmp_path / "w.duckdb"
+    run = RunRecord(run_id="run-1", name="run-1", recipe="instructir", fingerprint="f", config={},
+                    code_version="v", status="running", started_at=datetime.now())  # fmt: skip
+    full = r"no space left to write warehouse .* free space on the disk of"
+    warehouse = Warehouse(path)
+    warehouse.start_run(run)
+    warehouse.add_call(call(1))
+    with monkeypatch.context() as disk:
+        disk.setattr(Warehouse, "_append", staticmethod(no_space))
+        with pytest.raises(WarehouseError, match=full):
+            warehouse.flush()
+        warehouse.finish_run("run-1", "failed", "disk full")
+        journal = warehouse._journal
+        disk.setattr(warehouse, "_journal", FullFile())
+        with pytest.raises(WarehouseError, match=full):
+            warehouse.add_call(call(2))
+        disk.setattr(warehouse, "_journal", journal)
+        with pytest.raises(WarehouseError, match=full):
+            warehouse.close()  # still full: what it could not write stays in the journal
+    with Warehouse(path) as warehouse:  # space again: the journal is replayed
+        assert committed(warehouse) == 1 and warehouse.run("run-1").status == "failed"
+
+
+def no_space(*_: object) -> None:
+    raise duckdb.IOException(f'Could not write file "w.duckdb.wal": {os.strerror(errno.ENOSPC)}')
+
+
+class FullFile:
+    def write(self, _: bytes) -> int:
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+
+def test_a_memory_limit_too_small_is_one_line_that_says_so(tmp_path: Path) -> None:
+    said = r"ran out of memory .* give --memory-limit a larger size"
+    with pytest.raises(WarehouseError, match=said), Warehouse(tmp_path / "w.duckdb", memory_limit="1MB") as warehouse:
+        query(warehouse, "SELECT list(range) AS l FROM range(1000000)")
+
+
+def test_a_truncated_warehouse_is_one_line_that_says_so(tmp_path: Path) -> None:
+    path = tmp_path / "w.duckdb"
+    with Warehouse(path) as warehouse:
+        for i in range(3000):
+            warehouse.add_call(call(i))
+    data = path.read_bytes()
+    path.write_bytes(data[: len(data) // 2])
+    damaged = r"cannot be read .* damaged \(truncated, say\)"
+    with pytest.raises(WarehouseError, match=damaged), Warehouse(path) as warehouse:
+        query(warehouse, "SELECT sum(length(request)) AS n FROM llm_calls")
 
 
 def test_failed_calls_are_not_served_from_the_buffer(tmp_path: Path) -> None:
