@@ -1,4 +1,6 @@
 # `make demo` and `make test` set themselves up: a .venv with ifsynth, its test tools and the embedded model.
+# `make test` runs the test modules on two processes (pytest-xdist), each module whole on one, so a module's
+# shared fixtures are made once; each process that runs flows starts its own Prefect server.
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
@@ -12,7 +14,7 @@ demo: $(STAMP)
 test: $(STAMP)
 	$(BIN)/ruff check .
 	$(MAKE) --no-print-directory typecheck
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -n 2 --dist loadfile
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

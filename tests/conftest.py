@@ -6,11 +6,14 @@ temporary server each. Only tests that run a flow request it (most modules that 
 from __future__ import annotations
 
 import contextlib
+import io
 import os
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import NoReturn
+from unittest import mock
 
 import pytest
 
@@ -96,3 +99,28 @@ def cli(*args: str, env: dict[str, str] | None = None, timeout: float = 300) -> 
         env={**os.environ, **(env or {})},
         cwd=REPO,
     )
+
+
+def invoke(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    """Run the `ifsynth` command in this process (its ``main``, one-line errors and exit codes included), for
+    tests of what a command says and exits with rather than of its process: no interpreter start, which costs
+    seconds a call. ``cli`` is for what needs a process of its own (signals, a process that dies, concurrency)."""
+    from ifsynth.flows.cli.app import main
+
+    def exit_now(code: int) -> NoReturn:  # main leaves by os._exit after an error line (see _exit_after_error)
+        raise SystemExit(code)
+
+    stdout, stderr = io.StringIO(), io.StringIO()
+    with (
+        mock.patch.dict(os.environ, env or {}),
+        mock.patch.object(sys, "argv", ["ifsynth", *args]),
+        mock.patch.object(os, "_exit", exit_now),
+        contextlib.redirect_stdout(stdout),
+        contextlib.redirect_stderr(stderr),
+        contextlib.chdir(REPO),
+    ):
+        try:
+            main()
+        except SystemExit as exc:
+            code = exc.code if isinstance(exc.code, int) else 1
+    return subprocess.CompletedProcess(["ifsynth", *args], code, stdout.getvalue(), stderr.getvalue())

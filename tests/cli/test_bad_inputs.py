@@ -6,15 +6,17 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import subprocess
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import REPO, cli
+from tests.conftest import REPO, cli, invoke
 from tests.fake_openai import FakeOpenAI
 
 DEMO = REPO / "flows" / "demo_seeds"
+Run = subprocess.CompletedProcess[str]
 
 
 def seeds(tmp_path: Path, change: Callable[[Path], object]) -> list[str]:
@@ -160,8 +162,9 @@ CASES: dict[str, tuple[Callable[[Path], list[str]], str]] = {
 }
 
 
-@pytest.mark.parametrize("case", list(CASES))
-def test_bad_input_is_refused_before_any_request(case: str, tmp_path: Path, request: pytest.FixtureRequest) -> None:
+def refuse(case: str, tmp_path: Path, request: pytest.FixtureRequest, command: Callable[..., Run]) -> str:
+    """Run ``case`` with ``command`` (in this process or a child); its one line, once checked that nothing was
+    sent and no warehouse was made."""
     build, said = CASES[case]
     extra = build(tmp_path)
     if "--work-pool" in extra:
@@ -170,13 +173,29 @@ def test_bad_input_is_refused_before_any_request(case: str, tmp_path: Path, requ
         extra = ["--seeds", "demo", *extra]
     warehouse = tmp_path / "w.duckdb"
     with FakeOpenAI() as fake:
-        proc = cli("--warehouse", str(warehouse), "run", "instructir", "--base-url", fake.base_url, "--model", "m",
-                   *extra)  # fmt: skip
+        proc = command("--warehouse", str(warehouse), "run", "instructir", "--base-url", fake.base_url, "--model",
+                       "m", *extra)  # fmt: skip
         sent = fake.stats()["requests"]
     lines = [line for line in proc.stderr.strip().splitlines() if not line.endswith("checking inputs")]
     assert proc.returncode != 0 and len(lines) == 1 and lines[0].startswith("error: "), proc.stderr[-1500:]
     assert said in lines[0]
     assert sent == 0 and not warehouse.exists() and not warehouse.with_name("w.duckdb.shards").exists()
+    return lines[0]
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_bad_input_is_refused_before_any_request(case: str, tmp_path: Path, request: pytest.FixtureRequest) -> None:
+    refuse(case, tmp_path, request, invoke)
+
+
+@pytest.mark.parametrize("case", ["duplicate passage id", "misspelt overlay"])
+def test_a_refusal_is_the_same_line_from_the_command_in_its_own_process(
+    case: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    """The cases above run the command in the test's process; the real process says the same, nothing more."""
+    assert refuse(case, tmp_path / "child", request, cli) == refuse(case, tmp_path / "here", request, invoke).replace(
+        str(tmp_path / "here"), str(tmp_path / "child")
+    )
 
 
 @pytest.mark.parametrize(("args", "message"), [
@@ -186,6 +205,6 @@ def test_bad_input_is_refused_before_any_request(case: str, tmp_path: Path, requ
     (["run"], "Missing argument"),
 ])  # fmt: skip
 def test_a_wrong_flag_or_value_is_one_line_with_exit_2(tmp_path: Path, args: list[str], message: str) -> None:
-    done = cli("--warehouse", str(tmp_path / "w.duckdb"), *args)
+    done = invoke("--warehouse", str(tmp_path / "w.duckdb"), *args)
     assert done.returncode == 2 and message in done.stderr, done.stderr
     assert len(done.stderr.strip().splitlines()) == 1 and "unexpected" not in done.stderr

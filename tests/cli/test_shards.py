@@ -6,10 +6,12 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +22,7 @@ from ifsynth.flows.run.shards import ShardRun, watched
 from ifsynth.schemas.config import Shard
 from ifsynth.schemas.errors import RunFailed
 from ifsynth.warehouse.store import Warehouse
-from tests.conftest import REPO, cli
+from tests.conftest import REPO, cli, invoke
 from tests.fake_openai import FakeOpenAI
 from tests.helpers import export_files, synthetic_beir
 from tests.recipes.test_infir import sensible as infir_answers
@@ -42,7 +44,7 @@ def run_args(seeds: Path, base_url: str, *extra: str) -> list[str]:
 
 
 def exported(warehouse: Path, out: Path) -> dict[str, bytes]:
-    done = cli("--warehouse", str(warehouse), "export", "--format", "beir", "--out", str(out))
+    done = invoke("--warehouse", str(warehouse), "export", "--format", "beir", "--out", str(out))
     assert done.returncode == 0, done.stderr
     return {name: data for name, data in export_files(out).items() if not name.endswith("README.md")}
 
@@ -59,25 +61,30 @@ def seeds(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def one_process(seeds: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    root = tmp_path_factory.mktemp("one")
+def fake() -> Iterator[FakeOpenAI]:
+    """The endpoint of the module's shared runs: one URL, so a test can continue a run a fixture made."""
     with FakeOpenAI(latency=0.01) as fake:
-        done = cli("--warehouse", str(root / "w.duckdb"), *run_args(seeds, fake.base_url))
-        assert done.returncode == 0, done.stderr
-        sent = fake.stats()["requests"]
+        yield fake
+
+
+def shared_run(root: Path, seeds: Path, fake: FakeOpenAI, *extra: str) -> dict[str, Any]:
+    """A run against the module's fake into ``root``: its funnel, export, requests sent and warehouse."""
+    before = fake.stats()["requests"]
+    done = cli("--warehouse", str(root / "w.duckdb"), *run_args(seeds, fake.base_url, *extra))
+    assert done.returncode == 0, done.stderr
+    sent = fake.stats()["requests"] - before
     return {"funnel": json.loads(done.stdout), "export": exported(root / "w.duckdb", root / "out"),
-            "sent": sent, "warehouse": root / "w.duckdb"}  # fmt: skip
+            "sent": sent, "warehouse": root / "w.duckdb", "shards": root / "w.duckdb.shards"}  # fmt: skip
 
 
 @pytest.fixture(scope="module")
-def two_shards(seeds: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    root = tmp_path_factory.mktemp("two")
-    with FakeOpenAI(latency=0.01) as fake:
-        done = cli("--warehouse", str(root / "w.duckdb"), *run_args(seeds, fake.base_url, "--shards", "2"))
-        assert done.returncode == 0, done.stderr
-        sent = fake.stats()["requests"]
-    return {"funnel": json.loads(done.stdout), "export": exported(root / "w.duckdb", root / "out"),
-            "sent": sent, "warehouse": root / "w.duckdb", "shards": root / "w.duckdb.shards"}  # fmt: skip
+def one_process(seeds: Path, fake: FakeOpenAI, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    return shared_run(tmp_path_factory.mktemp("one"), seeds, fake)
+
+
+@pytest.fixture(scope="module")
+def two_shards(seeds: Path, fake: FakeOpenAI, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    return shared_run(tmp_path_factory.mktemp("two"), seeds, fake, "--shards", "2")
 
 
 def test_two_shards_make_the_one_process_release(one_process: dict[str, Any], two_shards: dict[str, Any]) -> None:
@@ -325,32 +332,32 @@ def test_recipes_with_steps_over_every_seed_shard_to_the_same_release(name: str,
     responder = {"infosearch": infosearch_answers, "infir": infir_answers}[name]
     exports = {}
     with FakeOpenAI(mode="responder", responder=responder) as fake:
-        for shards in ("1", "2"):
+        for shards, command in (("1", invoke), ("2", cli)):  # one process: the test's own
             warehouse = tmp_path / f"{shards}.duckdb"
             args = ["run", name, "--seeds", "demo", "--base-url", fake.base_url, "--model", "m", "--shards", shards]
-            done = cli("--warehouse", str(warehouse), *args, "--json")
+            done = command("--warehouse", str(warehouse), *args, "--json")
             assert done.returncode == 0, done.stderr[-2000:]
             assert json.loads(done.stdout)["accepted"] > 0
-            out = cli("--warehouse", str(warehouse), "export", "--format", "jsonl", "--out", str(tmp_path / shards))
+            out = invoke("--warehouse", str(warehouse), "export", "--format", "jsonl", "--out", str(tmp_path / shards))
             assert out.returncode == 0, out.stderr
             exports[shards] = {k: v for k, v in export_files(tmp_path / shards).items() if not k.endswith("README.md")}
     assert exports["2"] == exports["1"] and exports["1"]
 
 
 def test_a_second_sharded_run_beside_the_first_and_the_first_again(
-    seeds: Path, one_process: dict[str, Any], tmp_path: Path
+    seeds: Path, fake: FakeOpenAI, one_process: dict[str, Any], two_shards: dict[str, Any], tmp_path: Path
 ) -> None:
     """Other settings with the same shard files make runs of their own; the first command again merges its own
     shards' runs, not the newest ones in their files."""
     warehouse = str(tmp_path / "w.duckdb")
-    with FakeOpenAI(latency=0.01) as fake:
-        args = run_args(seeds, fake.base_url, "--shards", "2")
-        other = [*args[: args.index("--limit")], "--limit", "20", *args[args.index("--limit") + 2 :]]
-        for command in (args, other):
-            done = cli("--warehouse", warehouse, *command)
-            assert done.returncode == 0, done.stderr
-        assert json.loads(done.stdout)["stages"][0]["out"] == 20
-        again = cli("--warehouse", warehouse, *args)
-        assert again.returncode == 0, again.stderr
-        assert "0 to run on local processes, 2 complete" in again.stderr
+    shutil.copy(two_shards["warehouse"], warehouse)  # the first command's warehouse and shards, made once above
+    shutil.copytree(two_shards["shards"], tmp_path / "w.duckdb.shards")
+    args = run_args(seeds, fake.base_url, "--shards", "2")
+    other = [*args[: args.index("--limit")], "--limit", "20", *args[args.index("--limit") + 2 :]]
+    done = cli("--warehouse", warehouse, *other)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["stages"][0]["out"] == 20
+    again = cli("--warehouse", warehouse, *args)
+    assert again.returncode == 0, again.stderr
+    assert "0 to run on local processes, 2 complete" in again.stderr
     assert exported(tmp_path / "w.duckdb", tmp_path / "out") == one_process["export"]
