@@ -189,7 +189,7 @@ class Gateway:
                 return reply
             else:
                 try:
-                    text, finish, reply.logprobs, attempts = await self._send(stage, ask, request)
+                    text, finish, reply.logprobs, route, attempts = await self._send(stage, ask, request)
                     reply.sent += attempts
                 except _Failed as failed:
                     reply.sent += failed.attempts
@@ -199,10 +199,13 @@ class Gateway:
             try:
                 reply.value = parse_answer(text, ask.schema)
                 reply.status, reply.error = "ok", None
-                return reply
             except ValueError as exc:
                 cut = " (the answer was cut off at max_tokens)" if finish == "length" else ""
                 reply.status, reply.error = "parse_error", f"{exc}{cut}"
+            if hit is None:  # an endpoint that answers only unusable things is as down as one that does not answer
+                route.breaker.answered(reply.error)
+            if reply.status == "ok":
+                return reply
             messages = [
                 *ask.prompt.messages,
                 {"role": "assistant", "content": (text or "")[:4000]},
@@ -218,8 +221,9 @@ class Gateway:
 
     async def _send(
         self, stage: str, ask: Ask, request: Request
-    ) -> tuple[str | None, str | None, list[dict[str, Any]] | None, int]:
-        """Send with retries; every attempt becomes a row in llm_calls.
+    ) -> tuple[str | None, str | None, list[dict[str, Any]] | None, Route, int]:
+        """Send with retries; every attempt becomes a row in llm_calls. Returns the answer, the route that gave it
+        and the attempts made.
 
         The first attempt runs outside tenacity: most requests succeed at once, and its bookkeeping costs
         more CPU than the request itself at thousands of requests a second."""
@@ -232,7 +236,7 @@ class Gateway:
         began = clock.monotonic()
         try:
             try:
-                return (*await self._attempt(stage, ask, key, body, payload, pool, attempts), attempts)
+                return (*await self._attempt(stage, ask, key, body, payload, pool, attempts, began), attempts)
             except (openai.APIStatusError, openai.APIConnectionError) as exc:
                 if not is_transient(exc) or endpoint.max_attempts == 1:
                     raise
@@ -254,7 +258,7 @@ class Gateway:
             ):
                 with attempt:
                     attempts += 1
-                    return (*await self._attempt(stage, ask, key, body, payload, pool, attempts), attempts)
+                    return (*await self._attempt(stage, ask, key, body, payload, pool, attempts, began), attempts)
         except openai.APIStatusError as exc:
             raise _Failed(f"HTTP {exc.status_code}: {_short(exc, pool)}", attempts, failure(exc)) from None
         except openai.APIConnectionError as exc:
@@ -262,8 +266,10 @@ class Gateway:
         raise AssertionError("unreachable")
 
     async def _attempt(
-        self, stage: str, ask: Ask, key: str, body: dict[str, Any], payload: str, pool: Pool, attempt: int
-    ) -> tuple[str | None, str | None, list[dict[str, Any]] | None]:
+        self, stage: str, ask: Ask, key: str, body: dict[str, Any], payload: str, pool: Pool, attempt: int, began: float
+    ) -> tuple[str | None, str | None, list[dict[str, Any]] | None, Route]:
+        """One attempt, its whole reply read within the endpoint's timeout and what is left of the request's
+        deadline (``began`` by the gateway's clock)."""
         route = await pool.pick()
         await route.ready()
         record = {
@@ -287,7 +293,8 @@ class Gateway:
         async with route.limit:
             started = time.perf_counter()
             try:
-                raw = await route.chat(payload.encode())
+                left = pool.endpoint.deadline - (self.clock.monotonic() - began)
+                raw = await route.chat(payload.encode(), max(0.0, min(pool.endpoint.timeout, left)))
             except (openai.APIStatusError, openai.APIConnectionError) as exc:
                 status = exc.status_code if isinstance(exc, openai.APIStatusError) else None
                 if isinstance(exc, openai.APIStatusError):
@@ -332,7 +339,7 @@ class Gateway:
             request_json=payload,
         )
         route.breaker.succeeded(completion.is_completion)
-        return text, finish, logprobs
+        return text, finish, logprobs, route
 
     def _say_wait(self, route: Route, exc: BaseException | None, seconds: float) -> None:
         """A long wait the server asked for is said on the progress line, once per stretch of waiting."""

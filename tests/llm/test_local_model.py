@@ -52,7 +52,7 @@ def _chat(**body: Any) -> tuple[dict[str, Any], str]:
         try:
             await route.ready()
             request = {"model": LOCAL_MODEL, "messages": MESSAGES, "temperature": 0.0, "seed": 7, **body}
-            reply = await route.chat(json.dumps(request).encode())
+            reply = await route.chat(json.dumps(request).encode(), route.endpoint.timeout)
             return reply.json(), route.address
         finally:
             await route.close()
