@@ -5,11 +5,11 @@ byte-identical files."""
 from __future__ import annotations
 
 import json
+import secrets
 import shutil
-import tempfile
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any, Literal, get_args
 
 import pyarrow as pa
@@ -24,6 +24,7 @@ FORMATS: tuple[Format, ...] = get_args(Format)
 # a recipe's own formats -> that recipe (triplets also take followir releases)
 RECIPE_OF = {fmt: module.RECIPE for module in (export_infir, export_followir, export_ifir) for fmt in module.FORMATS}
 SEP = " [SEP] "
+MANIFEST = ".ifsynth-export"  # in an export's folder: the files it wrote, which a later --overwrite may replace
 # a recipe's own format: (folder, the release's documents, queries and qrels as rows) -> the files it wrote
 Exporter = Callable[[Path, list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]]], list[Path]]
 
@@ -76,11 +77,24 @@ def export(
 
 @contextmanager
 def _staged(out: Path) -> Iterator[Path]:
-    """A fresh folder beside ``out`` that replaces it when the block ends without an error."""
+    """A fresh folder beside ``out`` that replaces it when the block ends without an error.
+
+    ``out`` is replaced only when it holds nothing but what an export wrote there (its ``MANIFEST`` lists
+    them): a folder with anything else in it (a warehouse, someone's files) is refused, never deleted. The
+    folder is made with the usual permissions, not mkdtemp's owner-only ones."""
+    foreign = _not_exported(out)
+    if foreign:
+        raise WarehouseError(
+            f"`{out}` holds {foreign[0]}{f' and {len(foreign) - 1} more' if len(foreign) > 1 else ''}, which no "
+            "export wrote; --overwrite replaces only an earlier export: give another --out"
+        )
     out.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".partial", dir=out.parent))
+    staging = out.parent / f".{out.name}.{secrets.token_hex(6)}.partial"
+    staging.mkdir()
     try:
         yield staging
+        written = sorted(p.relative_to(staging).as_posix() for p in staging.rglob("*") if not p.is_dir())
+        (staging / MANIFEST).write_text("".join(f"{path}\n" for path in written), encoding="utf-8")
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
@@ -89,6 +103,19 @@ def _staged(out: Path) -> Iterator[Path]:
         out.rename(old)
     staging.rename(out)
     shutil.rmtree(old, ignore_errors=True)
+
+
+def _not_exported(out: Path) -> list[str]:
+    """What ``out`` holds that its last export did not write (its files, and folders holding none of them)."""
+    if not out.is_dir():
+        return []
+    try:
+        listed = set((out / MANIFEST).read_text(encoding="utf-8").splitlines())
+    except (OSError, UnicodeDecodeError):
+        listed = set()
+    folders = {parent.as_posix() for path in listed for parent in PurePosixPath(path).parents}
+    found = (path.relative_to(out).as_posix() + ("/" if path.is_dir() else "") for path in out.rglob("*"))
+    return sorted(f"`{name}`" for name in found if name not in listed | {MANIFEST} and name.rstrip("/") not in folders)
 
 
 def _write(

@@ -15,7 +15,7 @@ from huggingface_hub import HfApi, get_token
 from huggingface_hub.errors import HfHubHTTPError
 
 from ifsynth.schemas.errors import PushFailed
-from ifsynth.warehouse.export import Format, export
+from ifsynth.warehouse.export import MANIFEST, Format, export
 from ifsynth.warehouse.store import Warehouse
 
 PushFormat = Literal["hf", "mteb", "beir"]
@@ -47,6 +47,7 @@ def push(
                 repo_id=repo,
                 repo_type="dataset",
                 commit_message=f"ifsynth release {release} ({fmt})",
+                ignore_patterns=[MANIFEST],  # the export's own bookkeeping, not the dataset's
             )
         except HfHubHTTPError as exc:
             status = exc.response.status_code if exc.response is not None else "no answer"
