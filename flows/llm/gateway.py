@@ -40,14 +40,31 @@ SLICE = 32  # asks keyed, or started, before the event loop is given back
 NOTICE_WAIT = 5.0  # seconds of Retry-After worth a line on the progress display
 
 
-class PastDeadline(stop_base):
-    """tenacity's ``stop_before_delay``, from the first attempt on and by the gateway's clock (a test's is fake)."""
+class Since:
+    """How long a request has taken, from when its first attempt went out, by the gateway's clock (a test's is
+    fake): the time it waited for a free place under the endpoint's concurrency bound is the run's own queue,
+    not the endpoint's time."""
 
-    def __init__(self, clock: Clock, began: float, deadline: float) -> None:
-        self.clock, self.began, self.deadline = clock, began, deadline
+    def __init__(self, clock: Clock) -> None:
+        self.clock = clock
+        self.began: float | None = None
+
+    def start(self) -> None:
+        if self.began is None:
+            self.began = self.clock.monotonic()
+
+    def elapsed(self) -> float:
+        return 0.0 if self.began is None else self.clock.monotonic() - self.began
+
+
+class PastDeadline(stop_base):
+    """tenacity's ``stop_before_delay``, from the first attempt on and by the gateway's clock."""
+
+    def __init__(self, since: Since, deadline: float) -> None:
+        self.since, self.deadline = since, deadline
 
     def __call__(self, state: RetryCallState) -> bool:
-        return self.clock.monotonic() - self.began + state.upcoming_sleep >= self.deadline
+        return self.since.elapsed() + state.upcoming_sleep >= self.deadline
 
 
 class Gateway:
@@ -233,21 +250,21 @@ class Gateway:
         payload = canonical_request(body)  # serialized once: sent, stored and journalled as is
         attempts = 1
         clock = self.clock
-        began = clock.monotonic()
+        since = Since(clock)
         try:
             try:
-                return (*await self._attempt(stage, ask, key, body, payload, pool, attempts, began), attempts)
+                return (*await self._attempt(stage, ask, key, body, payload, pool, attempts, since), attempts)
             except (openai.APIStatusError, openai.APIConnectionError) as exc:
                 if not is_transient(exc) or endpoint.max_attempts == 1:
                     raise
                 wait = pause(exc, attempts)
-                if clock.monotonic() - began + wait > endpoint.deadline:
+                if since.elapsed() + wait > endpoint.deadline:
                     raise
                 self._say_wait(route, exc, wait)
                 await clock.sleep(wait)
 
             async for attempt in AsyncRetrying(
-                stop=stop_after_attempt(endpoint.max_attempts - 1) | PastDeadline(clock, began, endpoint.deadline),
+                stop=stop_after_attempt(endpoint.max_attempts - 1) | PastDeadline(since, endpoint.deadline),
                 wait=Backoff(before=1),
                 sleep=clock.sleep,
                 before_sleep=lambda state: self._say_wait(
@@ -258,7 +275,7 @@ class Gateway:
             ):
                 with attempt:
                     attempts += 1
-                    return (*await self._attempt(stage, ask, key, body, payload, pool, attempts, began), attempts)
+                    return (*await self._attempt(stage, ask, key, body, payload, pool, attempts, since), attempts)
         except openai.APIStatusError as exc:
             raise _Failed(f"HTTP {exc.status_code}: {_short(exc, pool)}", attempts, failure(exc)) from None
         except openai.APIConnectionError as exc:
@@ -266,10 +283,10 @@ class Gateway:
         raise AssertionError("unreachable")
 
     async def _attempt(
-        self, stage: str, ask: Ask, key: str, body: dict[str, Any], payload: str, pool: Pool, attempt: int, began: float
+        self, stage: str, ask: Ask, key: str, body: dict[str, Any], payload: str, pool: Pool, attempt: int, since: Since
     ) -> tuple[str | None, str | None, list[dict[str, Any]] | None, Route]:
         """One attempt, its whole reply read within the endpoint's timeout and what is left of the request's
-        deadline (``began`` by the gateway's clock)."""
+        deadline."""
         route = await pool.pick()
         await route.ready()
         record = {
@@ -293,7 +310,8 @@ class Gateway:
         async with route.limit:
             started = time.perf_counter()
             try:
-                left = pool.endpoint.deadline - (self.clock.monotonic() - began)
+                since.start()
+                left = pool.endpoint.deadline - since.elapsed()
                 raw = await route.chat(payload.encode(), max(0.0, min(pool.endpoint.timeout, left)))
             except (openai.APIStatusError, openai.APIConnectionError) as exc:
                 status = exc.status_code if isinstance(exc, openai.APIStatusError) else None

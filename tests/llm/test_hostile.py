@@ -18,7 +18,7 @@ from ifsynth.schemas.config import Endpoint
 from ifsynth.schemas.errors import EndpointDown
 from ifsynth.warehouse.store import Warehouse
 from tests.fake_openai import FakeOpenAI
-from tests.helpers import FakeClock, ask, config
+from tests.helpers import GOOD, FakeClock, ask, config
 
 
 @pytest.mark.parametrize("address, sent", [("192.0.2.7", False), ("127.0.0.1", True), ("::1", True)])
@@ -73,3 +73,19 @@ def test_the_look_at_models_takes_the_reply_guards(hostile: str, said: str) -> N
     with FakeOpenAI(hostile=hostile) as fake, pytest.raises(EndpointDown) as refused:
         preflight(Endpoint(base_url=fake.base_url, timeout=10))
     assert said in str(refused.value) and "refuses" in str(refused.value)
+
+
+def test_the_deadline_runs_from_the_first_attempt_not_from_the_queue(warehouse_path: Path) -> None:
+    """Asks queued behind a concurrency of one wait longer than the deadline in all; none is cut for it."""
+    with (
+        FakeOpenAI(mode="responder", responder=lambda body: GOOD, latency=0.2) as fake,
+        Warehouse(warehouse_path) as warehouse,
+    ):
+
+        async def go() -> list[Reply]:
+            settings = config(fake, concurrency=1, deadline=0.5, max_attempts=1)
+            async with Gateway(settings, warehouse, "run-1") as gateway:
+                return await gateway.ask_many("judge", [ask(f"judge {n}") for n in range(5)])
+
+        replies = asyncio.run(go())
+    assert [reply.status for reply in replies] == ["ok"] * 5
