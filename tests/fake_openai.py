@@ -654,7 +654,9 @@ HOSTILE: dict[str, Callable[[str], Raw | None]] = {
     "no_choices": _on(CHAT, lambda: _once(_envelope())),
     "empty_choices": _on(CHAT, lambda: _once(_envelope(choices=[]))),
     "wrong_types": _on(CHAT, lambda: _once(_envelope(choices=[{"index": 0, "message": 5}]))),
+    # text that is not UTF-8: as bytes, and as the lone surrogate a server that kept undecodable bytes escapes
     "bad_utf8": _on(CHAT, lambda: _once(_envelope(choices=[_choice("@@")]).replace(b"@@", b"\xff\xfe"))),
+    "lone_surrogate": _on(CHAT, lambda: _once(_envelope(choices=[_choice("@@")]).replace(b"@@", b"\\udcff"))),
 }
 
 

@@ -33,8 +33,9 @@ def constant(text: str) -> dict[str, Any]:
     {"hostile": "empty_choices"},
     {"hostile": "wrong_types"},
     {"hostile": "bad_utf8"},
+    {"hostile": "lone_surrogate"},
 ], ids=["schema-invalid", "prose", "wrong-types", "deep", "null", "empty", "no-choices", "empty-choices",
-        "envelope-types", "bad-utf8"])  # fmt: skip
+        "envelope-types", "bad-utf8", "lone-surrogate"])  # fmt: skip
 def test_a_run_whose_every_answer_is_unusable_does_not_complete(tmp_path: Path, settings: dict[str, Any]) -> None:
     warehouse = str(tmp_path / "w.duckdb")
     with FakeOpenAI(**settings) as fake:
