@@ -24,6 +24,7 @@ import aiohttp
 import httpx2
 import openai
 
+from ifsynth.flows.llm import loop
 from ifsynth.flows.llm.breaker import Breaker
 from ifsynth.flows.llm.clock import SYSTEM_CLOCK, Clock
 from ifsynth.flows.llm.limits import AdaptiveLimit, RateLimit
@@ -162,7 +163,7 @@ def preflight(endpoint: Endpoint, notify: Callable[[str], None] = lambda _: None
     if endpoint.members:
         _preflight_pool(endpoint, notify)
         return
-    asyncio.run(_look(endpoint, notify))
+    loop.run(_look(endpoint, notify), tune_gc=False)  # a stop signal ends the look as it ends a stage
 
 
 async def _look(endpoint: Endpoint, notify: Callable[[str], None]) -> None:
