@@ -24,7 +24,6 @@ FORMATS: tuple[Format, ...] = get_args(Format)
 # a recipe's own formats -> that recipe (triplets also take followir releases)
 RECIPE_OF = {fmt: module.RECIPE for module in (export_infir, export_followir, export_ifir) for fmt in module.FORMATS}
 SEP = " [SEP] "
-MANIFEST = ".ifsynth-export"  # in an export's folder: the files it wrote, which a later --overwrite may replace
 # a recipe's own format: (folder, the release's documents, queries and qrels as rows) -> the files it wrote
 Exporter = Callable[[Path, list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]]], list[Path]]
 
@@ -79,9 +78,10 @@ def export(
 def _staged(out: Path) -> Iterator[Path]:
     """A fresh folder beside ``out`` that replaces it when the block ends without an error.
 
-    ``out`` is replaced only when it holds nothing but what an export wrote there (its ``MANIFEST`` lists
-    them): a folder with anything else in it (a warehouse, someone's files) is refused, never deleted. The
-    folder is made with the usual permissions, not mkdtemp's owner-only ones."""
+    ``out`` is replaced only when it holds nothing but what an export wrote there (its manifest, a hidden file
+    beside it, lists them; the folder holds the dataset alone): a folder with anything else in it (a
+    warehouse, someone's files) is refused, never deleted. The folder is made with the usual permissions, not
+    mkdtemp's owner-only ones."""
     foreign = _not_exported(out)
     if foreign:
         raise WarehouseError(
@@ -94,7 +94,6 @@ def _staged(out: Path) -> Iterator[Path]:
     try:
         yield staging
         written = sorted(p.relative_to(staging).as_posix() for p in staging.rglob("*") if not p.is_dir())
-        (staging / MANIFEST).write_text("".join(f"{path}\n" for path in written), encoding="utf-8")
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
@@ -103,6 +102,14 @@ def _staged(out: Path) -> Iterator[Path]:
         out.rename(old)
     staging.rename(out)
     shutil.rmtree(old, ignore_errors=True)
+    listing = staging.with_name(f"{staging.name}.list")  # written whole, then renamed: never half a manifest
+    listing.write_text("".join(f"{path}\n" for path in written), encoding="utf-8")
+    listing.replace(_manifest(out))
+
+
+def _manifest(out: Path) -> Path:
+    """Where the files of the export in ``out`` are listed: a hidden file beside the folder."""
+    return out.with_name(f".{out.name}.ifsynth-export")
 
 
 def _not_exported(out: Path) -> list[str]:
@@ -110,12 +117,12 @@ def _not_exported(out: Path) -> list[str]:
     if not out.is_dir():
         return []
     try:
-        listed = set((out / MANIFEST).read_text(encoding="utf-8").splitlines())
+        listed = set(_manifest(out).read_text(encoding="utf-8").splitlines())
     except (OSError, UnicodeDecodeError):
         listed = set()
     folders = {parent.as_posix() for path in listed for parent in PurePosixPath(path).parents}
     found = (path.relative_to(out).as_posix() + ("/" if path.is_dir() else "") for path in out.rglob("*"))
-    return sorted(f"`{name}`" for name in found if name not in listed | {MANIFEST} and name.rstrip("/") not in folders)
+    return sorted(f"`{name}`" for name in found if name not in listed and name.rstrip("/") not in folders)
 
 
 def _write(

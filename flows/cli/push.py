@@ -15,7 +15,7 @@ from huggingface_hub import HfApi, get_token
 from huggingface_hub.errors import HfHubHTTPError
 
 from ifsynth.schemas.errors import PushFailed
-from ifsynth.warehouse.export import MANIFEST, Format, export
+from ifsynth.warehouse.export import Format, export
 from ifsynth.warehouse.store import Warehouse
 
 PushFormat = Literal["hf", "mteb", "beir"]
@@ -39,15 +39,15 @@ def push(
         raise PushFailed("no Hugging Face token: set HF_TOKEN (a write token) or run `hf auth login`")
     api = HfApi()
     with tempfile.TemporaryDirectory(prefix="ifsynth-push-") as folder:
-        written = export(warehouse, release, export_format(fmt, recipe), Path(folder), endpoints=endpoints)
+        out = Path(folder) / "release"  # the export's manifest goes beside it, inside the temporary folder
+        written = export(warehouse, release, export_format(fmt, recipe), out, endpoints=endpoints)
         try:
             api.create_repo(repo, repo_type="dataset", private=private, exist_ok=True)
             commit = api.upload_folder(
-                folder_path=folder,
+                folder_path=out,
                 repo_id=repo,
                 repo_type="dataset",
                 commit_message=f"ifsynth release {release} ({fmt})",
-                ignore_patterns=[MANIFEST],  # the export's own bookkeeping, not the dataset's
             )
         except HfHubHTTPError as exc:
             status = exc.response.status_code if exc.response is not None else "no answer"
