@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from ifsynth.schemas.errors import SeedError
-from ifsynth.schemas.seeds import SeedPair, SeedPassage, SeedQuery
+from ifsynth.schemas.seeds import SeedPair, SeedPassage, SeedQuery, id_fault
 
 
 class SeedSource(Protocol):
@@ -169,12 +169,10 @@ class BeirFolder:
         seen: dict[str, bool] = {}
         for line, row in _jsonl(path, self.spec, numbered=True):
             where = f"seeds `{self.spec}`: {path.name} line {line}"
-            raw = row["_id"]
-            if raw is None or (isinstance(raw, str) and not raw):
-                raise SeedError(f"{where}: the {what} has no _id")
-            doc_id = str(raw)
-            if any(c.isspace() for c in doc_id):
-                raise SeedError(f"{where}: _id `{doc_id}` holds whitespace (ids become TSV and TREC fields)")
+            fault = id_fault(row["_id"], what)
+            if fault is not None:
+                raise SeedError(f"{where}: {fault}")
+            doc_id = str(row["_id"])
             if doc_id in seen:
                 raise SeedError(f"{where}: _id `{doc_id}` appears twice")
             for field in ("text", "title"):

@@ -7,6 +7,8 @@ template's source is stored with every call it produced, so two runs can be comp
 from __future__ import annotations
 
 import hashlib
+import os
+from collections.abc import Callable
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -15,6 +17,7 @@ from typing import Any
 from jinja2 import (
     ChainableUndefined,
     ChoiceLoader,
+    Environment,
     FileSystemLoader,
     PackageLoader,
     StrictUndefined,
@@ -24,6 +27,7 @@ from jinja2 import (
     meta,
 )
 from jinja2.exceptions import TemplateError
+from jinja2.loaders import split_template_path
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
 from ifsynth.schemas.errors import PromptError
@@ -69,10 +73,10 @@ class Prompts:
         if overlay is not None:
             if not Path(overlay).is_dir():
                 raise PromptError(f"--prompts-dir `{overlay}` is not a directory")
-            loaders.insert(0, FileSystemLoader(str(overlay)))
+            known = builtin_templates(package)
+            _check_overlay(Path(overlay), known)
+            loaders.insert(0, _Overlay(Path(overlay), known))
         self.overlay = Path(overlay) if overlay is not None else None
-        if self.overlay is not None:
-            _check_overlay(self.overlay, builtin_templates(package))
         self._builtin = loaders[-1]
         self._loader = ChoiceLoader(loaders)
         self._env = ImmutableSandboxedEnvironment(
@@ -109,6 +113,8 @@ class Prompts:
         try:
             context = template.new_context(sample)
             texts = {role: "".join(template.blocks[role](context)).strip() for role in ROLES}
+        except PromptError:  # a file the overlay may not give (an include of a non-template)
+            raise
         except _PlaceholderUsed:
             return
         except (TemplateError, ArithmeticError, RecursionError, UnicodeDecodeError) as exc:
@@ -159,16 +165,42 @@ def builtin_templates(package: str = BUILTIN) -> set[str]:
 
 
 def _check_overlay(overlay: Path, known: set[str]) -> None:
-    """Every overlay file replaces a built-in template and stays inside the overlay: a misspelt name would be
-    ignored, and a symlink could pull any file of the machine into a prompt."""
+    """Every overlay template replaces a built-in one and nothing in the overlay links outside it: a misspelt
+    name would be ignored, and a link (to a file, or a recipe's whole folder) could pull any file of the
+    machine into a prompt."""
     root = overlay.resolve()
-    for path in sorted(overlay.rglob("*.j2")):
-        name = path.relative_to(overlay).as_posix()[:-3]
-        if name not in known:
-            siblings = sorted(k for k in known if k.split("/")[0] == name.split("/")[0])
+    for folder, dirs, files in os.walk(overlay):  # links to folders are listed, not followed
+        for entry in sorted([*dirs, *files]):
+            path = Path(folder, entry)
+            name = path.relative_to(overlay).as_posix()
+            if not path.resolve().is_relative_to(root):
+                raise PromptError(f"--prompts-dir: `{name}` points outside the folder; copy the file in instead")
+            if name.endswith(".j2") and name[:-3] not in known:
+                siblings = sorted(k for k in known if k.split("/")[0] == name.split("/")[0])
+                raise PromptError(
+                    f"--prompts-dir: `{name}` replaces no built-in template; "
+                    f"those of its recipe: {', '.join(siblings) or 'none (no such recipe)'}"
+                )
+
+
+class _Overlay(FileSystemLoader):
+    """``--prompts-dir`` as Jinja reads it: a name is served only when it is a built-in template's and a
+    regular file inside the folder (checked again here: the folder may change after the check). Any other file
+    of the folder that a template names (``{% include %}``) is refused, never read into a prompt."""
+
+    def __init__(self, overlay: Path, known: set[str]) -> None:
+        super().__init__(str(overlay))
+        self.root, self.known = overlay.resolve(), known
+
+    def get_source(self, environment: Environment, template: str) -> tuple[str, str, Callable[[], bool]]:
+        path = self.root.joinpath(*split_template_path(template))
+        if not os.path.lexists(path):
+            raise TemplateNotFound(template)  # the built-in one, if there is one
+        if not template.endswith(".j2") or template[:-3] not in self.known:
             raise PromptError(
-                f"--prompts-dir: `{name}.j2` replaces no built-in template; "
-                f"those of its recipe: {', '.join(siblings) or 'none (no such recipe)'}"
+                f"--prompts-dir: `{template}` is not a template ifsynth has; a template includes only those"
             )
-        if not path.resolve().is_relative_to(root):
-            raise PromptError(f"--prompts-dir: `{name}.j2` points outside the folder; copy the file in instead")
+        real = path.resolve()
+        if not real.is_relative_to(self.root) or not real.is_file():
+            raise PromptError(f"--prompts-dir: `{template}` points outside the folder; copy the file in instead")
+        return super().get_source(environment, template)

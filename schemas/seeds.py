@@ -40,3 +40,15 @@ class SeedPair(BaseModel):
     query: SeedQuery
     positives: tuple[SeedPassage, ...] = Field(min_length=1)
     negatives: tuple[SeedPassage, ...] = ()
+
+
+def id_fault(raw: object, what: str) -> str | None:
+    """Why ``raw`` cannot be the ``_id`` of a query or passage (``what``), or None: ids become TSV and TREC
+    fields, so none is empty or holds whitespace. Seed sources and imported releases keep this one rule."""
+    if raw is None or (isinstance(raw, str) and not raw):
+        return f"the {what} has no _id"
+    text = str(raw)
+    if any(c.isspace() for c in text):
+        shown = text.encode("unicode_escape").decode("ascii")  # a tab or a newline shown, the line kept one
+        return f"_id `{shown}` holds whitespace (ids become TSV and TREC fields)"
+    return None

@@ -4,6 +4,10 @@ Tests and benchmarks point the real ``openai`` SDK at it, so transport, retries 
 exactly as in production. Faults are a pure function of (seed, request body, attempt number): two runs against
 fresh fakes see the same faults, and a retried request can still succeed on a later attempt.
 
+Hostile modes (``hostile=<name>``, one of ``HOSTILE``) answer one path as a server that breaks the rules would:
+a reply trickled a byte at a time, a gzip bomb or an oversized body for ``GET /models``, completions with null
+content, no or empty ``choices``, a mistyped envelope or bytes that are not UTF-8. The other paths answer as usual.
+
 Endpoints: POST /v1/chat/completions, POST /v1/embeddings, GET /v1/models, the Batch API (POST /v1/files, GET
 /v1/files/{id}/content, POST /v1/batches, GET /v1/batches/{id}: a batch completes on its `batch_polls`-th
 retrieval), and for tests GET /_stats and POST /_reset.
@@ -18,6 +22,8 @@ import contextlib
 import dataclasses
 import email.parser
 import email.policy
+import functools
+import gzip
 import hashlib
 import json
 import math
@@ -91,8 +97,12 @@ class _Settings:
     retry_after: float = 0.05
     timeout_sleep: float = 30.0
     rpm: int = 0  # requests per minute enforced with 429s and announced in x-ratelimit-* headers; 0: none
+    hostile: str = ""  # one of HOSTILE: a path answered as a hostile server would; "": none
+    trickle_pause: float = 0.05  # seconds between the bytes of a trickled reply
 
     def __post_init__(self) -> None:
+        if self.hostile and self.hostile not in HOSTILE:
+            raise ValueError(f"hostile must be one of {sorted(HOSTILE)}, not {self.hostile!r}")
         if self.mode not in ("random", "responder"):
             raise ValueError(f"mode must be 'random' or 'responder', not {self.mode!r}")
         if self.mode == "responder" and self.responder is None:
@@ -159,6 +169,8 @@ class FakeOpenAI:
         rpm: int = 0,
         batch_polls: int = 1,
         batch_api: bool = True,
+        hostile: str = "",
+        trickle_pause: float = 0.05,
     ) -> None:
         self._settings = _Settings(
             latency=latency,
@@ -173,6 +185,8 @@ class FakeOpenAI:
             retry_after=retry_after,
             timeout_sleep=timeout_sleep,
             rpm=rpm,
+            hostile=hostile,
+            trickle_pause=trickle_pause,
         )
         self._window: deque[float] = deque()  # times of the requests of the last minute, for `rpm`
         self.batch_polls = batch_polls  # retrievals a batch stays in progress before it completes
@@ -321,6 +335,11 @@ class FakeOpenAI:
     async def _asgi(self, scope: dict[str, Any], receive: Receive, send: Send) -> None:
         """Chat completions straight off the ASGI scope, the rest through Starlette: at thousands of
         requests a second, Starlette's routing and middleware cost the fake more CPU than the answer."""
+        settings = self._settings
+        raw = HOSTILE[settings.hostile](scope["path"]) if settings.hostile else None
+        if raw is not None and scope["type"] == "http":
+            await self._hostile(raw, settings.trickle_pause, receive, send)
+            return
         if scope["type"] != "http" or scope["path"] != "/v1/chat/completions" or scope["method"] != "POST":
             await self._app(scope, receive, send)
             return
@@ -340,6 +359,28 @@ class FakeOpenAI:
         finally:
             with self._lock:
                 self._in_flight -= 1
+
+    async def _hostile(self, raw: Raw, pause: float, receive: Receive, send: Send) -> None:
+        """Send a hostile reply as it is, chunk by chunk (``pause`` seconds apart when it trickles); a request's
+        body and headers are kept as any chat request's."""
+        chunks, more = [], True
+        while more:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                return
+            chunks.append(message.get("body", b""))
+            more = message.get("more_body", False)
+        with self._lock:
+            self._counts["hostile"] += 1
+        headers = [(k.encode(), v.encode()) for k, v in raw.headers.items()]
+        await send({"type": "http.response.start", "status": 200, "headers": headers})
+        for chunk in raw.chunks():
+            if raw.trickle:
+                await self._stall(pause)
+                if self._stopping.is_set():
+                    return
+            await send({"type": "http.response.body", "body": chunk, "more_body": True})
+        await send({"type": "http.response.body", "body": b"", "more_body": False})
 
     async def _chat(self, raw: bytes, request_headers: list[tuple[bytes, bytes]], arrived: float) -> JSONResponse:
         """The answer goes out ``latency`` seconds after the request arrived: the fake's own work on it is
@@ -592,6 +633,59 @@ class FakeOpenAI:
     async def _post_reset(self, request: Request) -> JSONResponse:
         self.reset()
         return JSONResponse(self.stats())
+
+
+@dataclasses.dataclass(frozen=True)
+class Raw:
+    """A hostile reply: headers and body chunks sent as they are, a byte at a time when it trickles."""
+
+    headers: dict[str, str]
+    chunks: Callable[[], Iterator[bytes]]
+    trickle: bool = False
+
+
+CHAT, MODELS = "/v1/chat/completions", "/v1/models"
+_JSON = {"content-type": "application/json"}
+
+
+def _envelope(**fields: Any) -> bytes:
+    """A chat completion's envelope around ``fields`` (the choices as given, or none)."""
+    return json.dumps({"id": "chatcmpl-hostile", "object": "chat.completion", "created": 0, "model": "m",
+                       **fields}).encode()  # fmt: skip
+
+
+def _choice(content: Any) -> dict[str, Any]:
+    return {"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": "stop"}
+
+
+@functools.cache
+def _bomb() -> bytes:
+    """64 MiB of JSON whitespace, gzipped to about 64 KB."""
+    return gzip.compress(b" " * 2**26, compresslevel=9)
+
+
+def _on(path: str, reply: Callable[[], Raw]) -> Callable[[str], Raw | None]:
+    return lambda asked: reply() if asked == path else None
+
+
+def _once(body: bytes, headers: dict[str, str] = _JSON, *, trickle: bool = False) -> Raw:
+    return Raw(headers, lambda: iter([body[i : i + 1] for i in range(len(body))] if trickle else [body]), trickle)
+
+
+# mode -> the reply it gives a path (None: the path is answered as usual)
+HOSTILE: dict[str, Callable[[str], Raw | None]] = {
+    "trickle": _on(CHAT, lambda: _once(_envelope(choices=[_choice('{"answer": "trickled"}')]), trickle=True)),
+    "models_gzip_bomb": _on(MODELS, lambda: _once(_bomb(), {**_JSON, "content-encoding": "gzip"})),
+    "models_oversize": _on(MODELS, lambda: Raw(_JSON, lambda: (b" " * 2**20 for _ in range(24)))),
+    "null_content": _on(CHAT, lambda: _once(_envelope(choices=[_choice(None)]))),
+    "empty_content": _on(CHAT, lambda: _once(_envelope(choices=[_choice("")]))),
+    "no_choices": _on(CHAT, lambda: _once(_envelope())),
+    "empty_choices": _on(CHAT, lambda: _once(_envelope(choices=[]))),
+    "wrong_types": _on(CHAT, lambda: _once(_envelope(choices=[{"index": 0, "message": 5}]))),
+    # text that is not UTF-8: as bytes, and as the lone surrogate a server that kept undecodable bytes escapes
+    "bad_utf8": _on(CHAT, lambda: _once(_envelope(choices=[_choice("@@")]).replace(b"@@", b"\xff\xfe"))),
+    "lone_surrogate": _on(CHAT, lambda: _once(_envelope(choices=[_choice("@@")]).replace(b"@@", b"\\udcff"))),
+}
 
 
 def _file_object(file_id: str, size: int, purpose: str) -> dict[str, Any]:

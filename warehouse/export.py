@@ -7,12 +7,12 @@ from __future__ import annotations
 import errno
 import hashlib
 import json
+import secrets
 import shutil
-import tempfile
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any, Literal, get_args
 
 import pyarrow as pa
@@ -156,11 +156,24 @@ def _unwritable(out: Path, exc: OSError) -> str:
 
 @contextmanager
 def _staged(out: Path) -> Iterator[Path]:
-    """A fresh folder beside ``out`` that replaces it when the block ends without an error."""
+    """A fresh folder beside ``out`` that replaces it when the block ends without an error.
+
+    ``out`` is replaced only when it holds nothing but what an export wrote there (its manifest, a hidden file
+    beside it, lists them; the folder holds the dataset alone): a folder with anything else in it (a
+    warehouse, someone's files) is refused, never deleted. The folder is made with the usual permissions, not
+    mkdtemp's owner-only ones."""
+    foreign = _not_exported(out)
+    if foreign:
+        raise WarehouseError(
+            f"`{out}` holds {foreign[0]}{f' and {len(foreign) - 1} more' if len(foreign) > 1 else ''}, which no "
+            "export wrote; --overwrite replaces only an earlier export: give another --out"
+        )
     out.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".partial", dir=out.parent))
+    staging = out.parent / f".{out.name}.{secrets.token_hex(6)}.partial"
+    staging.mkdir()
     try:
         yield staging
+        written = sorted(p.relative_to(staging).as_posix() for p in staging.rglob("*") if not p.is_dir())
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
@@ -169,6 +182,27 @@ def _staged(out: Path) -> Iterator[Path]:
         out.rename(old)
     staging.rename(out)
     shutil.rmtree(old, ignore_errors=True)
+    listing = staging.with_name(f"{staging.name}.list")  # written whole, then renamed: never half a manifest
+    listing.write_text("".join(f"{path}\n" for path in written), encoding="utf-8")
+    listing.replace(_manifest(out))
+
+
+def _manifest(out: Path) -> Path:
+    """Where the files of the export in ``out`` are listed: a hidden file beside the folder."""
+    return out.with_name(f".{out.name}.ifsynth-export")
+
+
+def _not_exported(out: Path) -> list[str]:
+    """What ``out`` holds that its last export did not write (its files, and folders holding none of them)."""
+    if not out.is_dir():
+        return []
+    try:
+        listed = set(_manifest(out).read_text(encoding="utf-8").splitlines())
+    except (OSError, UnicodeDecodeError):
+        listed = set()
+    folders = {parent.as_posix() for path in listed for parent in PurePosixPath(path).parents}
+    found = (path.relative_to(out).as_posix() + ("/" if path.is_dir() else "") for path in out.rglob("*"))
+    return sorted(f"`{name}`" for name in found if name not in listed and name.rstrip("/") not in folders)
 
 
 def _card(release: Release, written: Written, out: Path, facts: cards.CardFacts, endpoints: bool) -> Path:

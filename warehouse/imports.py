@@ -8,6 +8,7 @@ folder lacks (InstructIR's public corpus, for one) are reported, and the rest is
 from __future__ import annotations
 
 import csv
+import hashlib
 import json
 import re
 from collections.abc import Callable, Iterator
@@ -23,6 +24,7 @@ from ifsynth.schemas.errors import ImportFailed
 from ifsynth.schemas.ifir import SCHEMES, SINGLE_LEVEL, TEST_DATA, level_mode, release_id
 from ifsynth.schemas.infir import FIELDS, MODES
 from ifsynth.schemas.modes import FOLLOWIR_MODES, INFOSEARCH_MODES, INSTRUCTED, ORIGINAL
+from ifsynth.schemas.seeds import id_fault
 from ifsynth.warehouse.store import Warehouse
 
 SEP = "[SEP]"
@@ -117,8 +119,8 @@ def read_instructir(path: Path) -> Imported:
     out = Imported(recipe="instructir")
     instructions, queries = root / "only_instruction_queries.jsonl", root / "only_queries.jsonl"
     if instructions.exists() and queries.exists():
-        core = {row["_id"]: row["text"] for row in _jsonl(queries)}
-        for row in _jsonl(instructions):
+        core = {row["_id"]: row["text"] for row in _identified(queries, "query")}
+        for row in _identified(instructions, "query"):
             group = _group_of(row["_id"])
             query = core.get(group) or (row.get("metadata") or {}).get("origin_query", "")
             out.query(INSTRUCTED, row["_id"], group, query, row["text"])
@@ -153,7 +155,7 @@ def read_beir(path: Path) -> Imported:
 
 
 def _beir_queries(path: Path, out: Imported) -> None:
-    rows = list(_jsonl(path))
+    rows = list(_identified(path, "query"))
     split = [_split_query(row) for row in rows]
     ids = [row["_id"] for row in rows]
     numbered = all(_INSTANCE_ID.match(i) for i in ids) and any(instr for _, instr in split)
@@ -237,7 +239,7 @@ def _top_ranked(path: Path, out: Imported) -> list[dict[str, Any]]:
 
 def _modes_folder(path: Path, modes: tuple[str, ...], dimension: str | None) -> Imported:
     part = Imported(recipe="")
-    rows = list(_jsonl(path / "queries.jsonl"))
+    rows = list(_identified(path / "queries.jsonl", "query"))
     first_of_query: dict[str, str] = {}
     present = [mode for mode in modes if _split_file(path / f"qrels_{mode}", part, required=False) is not None]
     for mode in modes:
@@ -310,10 +312,13 @@ def _ifir_subset(folder: Path, out: Imported) -> None:
     if not corpus.exists():
         raise ImportFailed(f"`{folder}` has no {corpus.name}; an IFIR subset folder holds it beside {TEST_DATA}")
     origin = {"domain": SCHEMES[subset].domain, "subset": subset}
-    for row in _jsonl(corpus):
+    for row in _identified(corpus, "passage"):
         seed = str(row["_id"])
         out.doc(release_id(subset, seed), row["text"], row.get("title") or "", seed_doc_id=seed, **origin)
-    for row in _json_list(folder / TEST_DATA):
+    for number, row in enumerate(_json_list(folder / TEST_DATA), 1):
+        fault = id_fault(row.get("_id"), "query")
+        if fault is not None:
+            raise ImportFailed(f"`{TEST_DATA}` of {subset}, row {number}: {fault}")
         _ifir_query(out, row, origin)
 
 
@@ -357,6 +362,9 @@ def read_infir(path: Path) -> Imported:
                 )
             index += 1
             tuple_id = str(row.get("id") or row.get("tuple_id") or f"t{index:07d}")
+            fault = id_fault(tuple_id, "tuple")
+            if fault is not None:
+                raise ImportFailed(f"`{file.name}` row {index}: {fault}")
             _infir_tuple(out, tuple_id, row)
     return out
 
@@ -377,13 +385,36 @@ def _infir_tuple(out: Imported, tuple_id: str, row: dict[str, Any]) -> None:
 
 
 def _jsonl(path: Path) -> Iterator[dict[str, Any]]:
+    for _, row in _numbered(path):
+        yield row
+
+
+def _numbered(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
     with path.open(encoding="utf-8") as handle:
         for number, line in enumerate(handle, start=1):
             if line.strip():
                 try:
-                    yield json.loads(line)
+                    yield number, json.loads(line)
                 except json.JSONDecodeError as exc:
                     raise ImportFailed(f"`{path.name}` line {number} is not JSON: {exc.msg}") from None
+
+
+def _identified(path: Path, what: str) -> Iterator[dict[str, Any]]:
+    """The rows of a file of queries or passages, each ``_id`` held to the rule seeds are; an ``_id`` that comes
+    again is refused unless its whole row does (else one would silently replace the other, a judged passage's
+    text for one)."""
+    first: dict[str, tuple[int, bytes]] = {}
+    for number, row in _numbered(path):
+        where = f"`{path.name}` line {number}"
+        fault = id_fault(row.get("_id") if isinstance(row, dict) else None, what)
+        if fault is not None:
+            raise ImportFailed(f"{where}: {fault}")
+        key = str(row["_id"])
+        digest = hashlib.blake2b(json.dumps(row, sort_keys=True).encode(), digest_size=16).digest()
+        line, seen = first.setdefault(key, (number, digest))
+        if seen != digest:
+            raise ImportFailed(f"{where}: _id `{key}` comes again with other content (first on line {line})")
+        yield row
 
 
 def _json_list(path: Path) -> list[dict[str, Any]]:
@@ -402,7 +433,7 @@ def _corpus(root: Path, out: Imported, dimension: str | None = None) -> None:
         out.missing.append(f"{_where(dimension)}corpus.jsonl")
         return
     meta = {"dimension": dimension} if dimension else {}
-    for row in _jsonl(corpus):
+    for row in _identified(corpus, "passage"):
         out.doc(str(row["_id"]), row.get("text", ""), row.get("title") or "", **meta)
 
 

@@ -33,12 +33,13 @@ def push(
         raise PushFailed("no Hugging Face token: set HF_TOKEN (a write token) or run `hf auth login`")
     api = HfApi()
     with tempfile.TemporaryDirectory(prefix="ifsynth-push-") as folder:
-        written = export(warehouse, release, fmt, Path(folder), endpoints=endpoints).files
+        out = Path(folder) / "release"  # the export's manifest goes beside it, inside the temporary folder
+        written = export(warehouse, release, fmt, out, endpoints=endpoints).files
         endpoint = constants.ENDPOINT
         try:
             api.create_repo(repo, repo_type="dataset", private=private, exist_ok=True)
             commit = api.upload_folder(
-                folder_path=folder,
+                folder_path=out,
                 repo_id=repo,
                 repo_type="dataset",
                 commit_message=f"ifsynth release {release} ({fmt})",

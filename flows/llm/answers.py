@@ -79,9 +79,12 @@ def completion_of(data: Mapping[str, Any]) -> Completion:
 
 def decode_completion(content: bytes) -> Completion:
     """A 2xx body as a completion. A body that is not one is kept as the text, so it fails parsing on the
-    record (and is re-asked) instead of crashing the run."""
+    record (and is re-asked) instead of crashing the run; so is one whose strings are not Unicode text (a lone
+    surrogate escaped in the JSON), which nothing could store."""
     try:
-        return completion_of(json.loads(content))
+        data = json.loads(content)
+        json.dumps(data, ensure_ascii=False).encode()  # UnicodeEncodeError, a ValueError, on a lone surrogate
+        return completion_of(data)
     except (ValueError, AttributeError, TypeError, IndexError):
         return Completion(content.decode("utf-8", "replace"), None, None, None, None, is_completion=False)
 

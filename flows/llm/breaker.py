@@ -4,7 +4,8 @@ Some failures say the whole endpoint is wrong, not one request: a refused connec
 before any answer, 401 and 403 (the key), 404 (the model or the path), a redirect (the base URL). One is
 enough. Others are only telling in a row: a 400 for every request (a parameter the server does not take,
 every prompt over the context length), or replies that are not chat completions at all (an HTML page, a
-proxy's error). A success in between resets those counts; so does any success for a lost connection, which
+proxy's error), or answers that cannot be used (prose, JSON that does not fit the schema, empty content). A
+success in between resets those counts; so does any success for a lost connection, which
 then has to recur ``CONNECTION_STREAK`` times in a row (the server went away mid-run).
 """
 
@@ -17,7 +18,7 @@ import openai
 from ifsynth.flows.llm.retry import rejected
 from ifsynth.schemas.errors import EndpointDown
 
-REQUEST_STREAK = 10  # 400s, or replies that are not completions, in a row
+REQUEST_STREAK = 10  # 400s, replies that are not completions, or answers that cannot be used, in a row
 CONNECTION_STREAK = 20  # refused connections in a row after the endpoint has answered once
 
 
@@ -28,7 +29,7 @@ class Breaker:
         self.key_env = key_env
         self.tripped: EndpointDown | None = None
         self._answered = False
-        self._streaks = {"400": 0, "not a completion": 0, "connection": 0}
+        self._streaks = {"400": 0, "not a completion": 0, "connection": 0, "unusable": 0}
 
     def check(self) -> None:
         """Before a request: once tripped, nothing more goes to this endpoint."""
@@ -42,6 +43,14 @@ class Breaker:
             self._streaks["not a completion"] = 0
         else:
             self._count("not a completion", REQUEST_STREAK, "replied with something that is not a chat completion")
+
+    def answered(self, unusable: str | None) -> None:
+        """After an answer was read: ``unusable`` is why it could not be used (None: it could)."""
+        if unusable is None:
+            self._streaks["unusable"] = 0
+            return
+        said = self.scrub(" ".join(unusable.split()))[:160]
+        self._count("unusable", REQUEST_STREAK, f"gave {REQUEST_STREAK} answers in a row that cannot be used ({said})")
 
     def failed(self, exc: BaseException) -> None:
         """After a failed attempt: trips (and raises) when the failure condemns the endpoint."""

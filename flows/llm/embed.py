@@ -17,7 +17,7 @@ from typing import Any
 import openai
 
 from ifsynth.flows.llm.answers import call_cost
-from ifsynth.flows.llm.gateway import Gateway, GatewayFailure
+from ifsynth.flows.llm.gateway import Gateway, GatewayFailure, Since
 from ifsynth.flows.llm.pool import Pool
 from ifsynth.flows.llm.retry import failure
 from ifsynth.schemas.errors import EndpointDown
@@ -86,13 +86,15 @@ class Embedder:
     async def _send(self, pool: Pool, chunk: list[str], keys: dict[str, str]) -> dict[str, list[float]]:
         body = {"model": self.model, "input": [text or " " for text in chunk]}  # OpenAI refuses an empty input
         key = sha256(canonical({"base_url": pool.key_url, **body}))
-        vectors, attempts = await self.gateway.retrying(pool, lambda n: self._attempt(pool, key, body, n))
+        vectors, attempts = await self.gateway.retrying(pool, lambda n, since: self._attempt(pool, key, body, n, since))
         self.counts.requests += attempts
         stored = {keys[text]: vector for text, vector in zip(chunk, vectors, strict=True)}
         await asyncio.to_thread(self.gateway.warehouse.add_embeddings, self.model, stored)
         return stored
 
-    async def _attempt(self, pool: Pool, key: str, body: dict[str, Any], attempt: int) -> list[list[float]]:
+    async def _attempt(
+        self, pool: Pool, key: str, body: dict[str, Any], attempt: int, since: Since
+    ) -> list[list[float]]:
         """One request, bounded and accounted as the gateway bounds and accounts a chat request."""
         gateway, texts = self.gateway, body["input"]
         route = await pool.pick()
@@ -117,7 +119,7 @@ class Embedder:
         async with route.limit:
             started = time.perf_counter()
             try:
-                answer, headers = await route.embed(self.model, texts)
+                answer, headers = await route.embed(self.model, texts, since.window(pool.endpoint))
             except (openai.APIStatusError, openai.APIConnectionError) as exc:
                 status = exc.status_code if isinstance(exc, openai.APIStatusError) else None
                 if isinstance(exc, openai.APIStatusError):

@@ -41,14 +41,37 @@ NOTICE_WAIT = 5.0  # seconds of Retry-After worth a line on the progress display
 T = TypeVar("T")
 
 
-class PastDeadline(stop_base):
-    """tenacity's ``stop_before_delay``, from the first attempt on and by the gateway's clock (a test's is fake)."""
+class Since:
+    """How long a request has taken, from when its first attempt went out, by the gateway's clock (a test's is
+    fake): the time it waited for a free place under the endpoint's concurrency bound is the run's own queue,
+    not the endpoint's time."""
 
-    def __init__(self, clock: Clock, began: float, deadline: float) -> None:
-        self.clock, self.began, self.deadline = clock, began, deadline
+    def __init__(self, clock: Clock) -> None:
+        self.clock = clock
+        self.began: float | None = None
+
+    def start(self) -> None:
+        if self.began is None:
+            self.began = self.clock.monotonic()
+
+    def elapsed(self) -> float:
+        return 0.0 if self.began is None else self.clock.monotonic() - self.began
+
+    def window(self, endpoint: Endpoint) -> float:
+        """The seconds an attempt going out now may take: the endpoint's timeout, cut to what is left of the
+        request's deadline."""
+        self.start()
+        return max(0.0, min(endpoint.timeout, endpoint.deadline - self.elapsed()))
+
+
+class PastDeadline(stop_base):
+    """tenacity's ``stop_before_delay``, from the first attempt on and by the gateway's clock."""
+
+    def __init__(self, since: Since, deadline: float) -> None:
+        self.since, self.deadline = since, deadline
 
     def __call__(self, state: RetryCallState) -> bool:
-        return self.clock.monotonic() - self.began + state.upcoming_sleep >= self.deadline
+        return self.since.elapsed() + state.upcoming_sleep >= self.deadline
 
 
 class Gateway:
@@ -190,7 +213,7 @@ class Gateway:
                 return reply
             else:
                 try:
-                    text, finish, reply.logprobs, attempts = await self._send(stage, ask, request)
+                    text, finish, reply.logprobs, route, attempts = await self._send(stage, ask, request)
                     reply.sent += attempts
                 except GatewayFailure as failed:
                     reply.sent += failed.attempts
@@ -200,10 +223,13 @@ class Gateway:
             try:
                 reply.value = parse_answer(text, ask.schema)
                 reply.status, reply.error = "ok", None
-                return reply
             except ValueError as exc:
                 cut = " (the answer was cut off at max_tokens)" if finish == "length" else ""
                 reply.status, reply.error = "parse_error", f"{exc}{cut}"
+            if hit is None:  # an endpoint that answers only unusable things is as down as one that does not answer
+                route.breaker.answered(reply.error)
+            if reply.status == "ok":
+                return reply
             messages = [
                 *ask.prompt.messages,
                 {"role": "assistant", "content": (text or "")[:4000]},
@@ -219,43 +245,46 @@ class Gateway:
 
     async def _send(
         self, stage: str, ask: Ask, request: Request
-    ) -> tuple[str | None, str | None, list[dict[str, Any]] | None, int]:
-        """Send with retries; every attempt becomes a row in llm_calls."""
+    ) -> tuple[str | None, str | None, list[dict[str, Any]] | None, Route, int]:
+        """Send with retries; every attempt becomes a row in llm_calls. Returns the answer, the route that gave it
+        and the attempts made."""
         pool = self._by_role[ask.role]
         payload = canonical_request(request.body)  # serialized once: sent, stored and journalled as is
-        (text, finish, logprobs), attempts = await self.retrying(
-            pool, lambda attempt: self._attempt(stage, ask, request.key, request.body, payload, pool, attempt)
+        (text, finish, logprobs, route), attempts = await self.retrying(
+            pool,
+            lambda attempt, since: self._attempt(stage, ask, request.key, request.body, payload, pool, attempt, since),
         )
-        return text, finish, logprobs, attempts
+        return text, finish, logprobs, route, attempts
 
     def pool(self, role: Role) -> Pool:
         """The endpoint (or pool of them) a role's requests go to."""
         return self._by_role[role]
 
-    async def retrying(self, pool: Pool, attempt: Callable[[int], Awaitable[T]]) -> tuple[T, int]:
-        """``attempt(number)`` until it succeeds, under the endpoint's retry policy; its result and the number
-        of attempts made. A request that fails for good raises ``GatewayFailure``.
+    async def retrying(self, pool: Pool, attempt: Callable[[int, Since], Awaitable[T]]) -> tuple[T, int]:
+        """``attempt(number, since)`` until it succeeds, under the endpoint's retry policy (``since`` tells how
+        long the request has taken, for an attempt to keep within its deadline); its result and the number of
+        attempts made. A request that fails for good raises ``GatewayFailure``.
 
         The first attempt runs outside tenacity: most requests succeed at once, and its bookkeeping costs
         more CPU than the request itself at thousands of requests a second."""
         endpoint, route = pool.endpoint, pool.first  # a pool's members share the endpoint's retry settings
         attempts = 1
         clock = self.clock
-        began = clock.monotonic()
+        since = Since(clock)
         try:
             try:
-                return await attempt(attempts), attempts
+                return await attempt(attempts, since), attempts
             except (openai.APIStatusError, openai.APIConnectionError) as exc:
                 if not is_transient(exc) or endpoint.max_attempts == 1:
                     raise
                 wait = pause(exc, attempts)
-                if clock.monotonic() - began + wait > endpoint.deadline:
+                if since.elapsed() + wait > endpoint.deadline:
                     raise
                 self._say_wait(route, exc, wait)
                 await clock.sleep(wait)
 
             async for retry in AsyncRetrying(
-                stop=stop_after_attempt(endpoint.max_attempts - 1) | PastDeadline(clock, began, endpoint.deadline),
+                stop=stop_after_attempt(endpoint.max_attempts - 1) | PastDeadline(since, endpoint.deadline),
                 wait=Backoff(before=1),
                 sleep=clock.sleep,
                 before_sleep=lambda state: self._say_wait(
@@ -266,7 +295,7 @@ class Gateway:
             ):
                 with retry:
                     attempts += 1
-                    return await attempt(attempts), attempts
+                    return await attempt(attempts, since), attempts
         except openai.APIStatusError as exc:
             raise GatewayFailure(f"HTTP {exc.status_code}: {_short(exc, pool)}", attempts, failure(exc)) from None
         except openai.APIConnectionError as exc:
@@ -274,8 +303,10 @@ class Gateway:
         raise AssertionError("unreachable")
 
     async def _attempt(
-        self, stage: str, ask: Ask, key: str, body: dict[str, Any], payload: str, pool: Pool, attempt: int
-    ) -> tuple[str | None, str | None, list[dict[str, Any]] | None]:
+        self, stage: str, ask: Ask, key: str, body: dict[str, Any], payload: str, pool: Pool, attempt: int, since: Since
+    ) -> tuple[str | None, str | None, list[dict[str, Any]] | None, Route]:
+        """One attempt, its whole reply read within the endpoint's timeout and what is left of the request's
+        deadline."""
         route = await pool.pick()
         await route.ready()
         record = {
@@ -299,7 +330,7 @@ class Gateway:
         async with route.limit:
             started = time.perf_counter()
             try:
-                raw = await route.chat(payload.encode())
+                raw = await route.chat(payload.encode(), since.window(pool.endpoint))
             except (openai.APIStatusError, openai.APIConnectionError) as exc:
                 status = exc.status_code if isinstance(exc, openai.APIStatusError) else None
                 if isinstance(exc, openai.APIStatusError):
@@ -344,7 +375,7 @@ class Gateway:
             request_json=payload,
         )
         route.breaker.succeeded(completion.is_completion)
-        return text, finish, logprobs
+        return text, finish, logprobs, route
 
     def _say_wait(self, route: Route, exc: BaseException | None, seconds: float) -> None:
         """A long wait the server asked for is said on the progress line, once per stretch of waiting."""

@@ -11,9 +11,11 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextlib
+import ipaddress
 import json
 import os
 import re
+import socket
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 from urllib.parse import parse_qsl, unquote, urlencode, urlsplit, urlunsplit
@@ -23,12 +25,13 @@ import httpx2
 import openai
 from openai.types import CreateEmbeddingResponse
 
+from ifsynth.flows.llm import loop
 from ifsynth.flows.llm.breaker import Breaker
 from ifsynth.flows.llm.clock import SYSTEM_CLOCK, Clock
 from ifsynth.flows.llm.limits import AdaptiveLimit, RateLimit
 from ifsynth.flows.llm.local_model import LOCAL_BASE_URL, serve, weights
 from ifsynth.flows.llm.requests import Ask
-from ifsynth.flows.llm.retry import ReplyRejected
+from ifsynth.flows.llm.retry import ReplyRejected, rejected
 from ifsynth.schemas.answers import Answer, strict_schema
 from ifsynth.schemas.config import Endpoint, RunConfig
 from ifsynth.schemas.errors import EndpointDown
@@ -99,26 +102,34 @@ def _secrets(url: str, key: str | None) -> list[str]:
 
 
 def is_loopback(url: str) -> bool:
+    """Whether every address the URL's host resolves to is this machine's: decided on the addresses, not the
+    spelling (``127.example.net`` may be anywhere); a host that does not resolve is not this machine."""
     host = urlsplit(url).hostname or ""
-    return host == "localhost" or host == "::1" or host.startswith("127.")
+    try:
+        found = [str(info[4][0]).partition("%")[0] for info in socket.getaddrinfo(host, None, type=socket.SOCK_STREAM)]
+        return bool(found) and all(ipaddress.ip_address(address).is_loopback for address in found)
+    except (OSError, UnicodeError, ValueError):
+        return False
 
 
 _said: set[str] = set()
 
 
 def sendable_key(base_url: str, variable: str, notify: Callable[[str], None]) -> str | None:
-    """The key to send to ``base_url``: none over plain http to another machine (it would cross the network
-    in clear); the default variable's key going to another machine than OpenAI's is said once per process
-    (on loopback it stays on this machine)."""
+    """The key to send to ``base_url``: over plain http only to this machine's own addresses (to another it
+    would cross the network in clear); the default variable's key going over https to another host than
+    OpenAI's is said once per process."""
     key = api_key(variable)
     if key is None or base_url == LOCAL_BASE_URL:
         return key
     where = public_url(base_url)
-    if urlsplit(base_url).scheme == "http" and not is_loopback(base_url):
+    if urlsplit(base_url).scheme == "http":
+        if is_loopback(base_url):
+            return key
         _say_once(notify, f"not sending {variable} to {where}: plain http to another machine; use https")
         return None
     host = urlsplit(base_url).hostname or ""
-    if variable == DEFAULT_KEY_ENV and not host.endswith("openai.com") and not is_loopback(base_url):
+    if variable == DEFAULT_KEY_ENV and not host.endswith("openai.com"):
         _say_once(notify, f"sending {variable} to {where}, which is not OpenAI's; set api_key_env to send another")
     return key
 
@@ -154,17 +165,15 @@ def preflight(endpoint: Endpoint, notify: Callable[[str], None] = lambda _: None
     if endpoint.members:
         _preflight_pool(endpoint, notify)
         return
-    key = sendable_key(endpoint.base_url, endpoint.api_key_env, notify)
-    where = public_url(endpoint.base_url)
-    client = openai.OpenAI(
-        **_addressing(endpoint.base_url, key),
-        api_key=key or "none",
-        max_retries=0,
-        timeout=min(endpoint.timeout, 15.0),
-        http_client=openai.DefaultHttpxClient(follow_redirects=False),
-    )
+    loop.run(_look(endpoint, notify), tune_gc=False)  # a stop signal ends the look as it ends a stage
+
+
+async def _look(endpoint: Endpoint, notify: Callable[[str], None]) -> None:
+    """``GET /models`` as a route sends a completion: the same client, reply guards and overall deadline."""
+    route = Route(endpoint, notify)
+    where = route.base_url
     try:
-        client.models.list()
+        await route.models(min(endpoint.timeout, 15.0))
     except (openai.AuthenticationError, openai.PermissionDeniedError) as exc:
         raise EndpointDown(
             f"endpoint {where} answered {exc.status_code}: check the key in {endpoint.api_key_env} "
@@ -173,14 +182,17 @@ def preflight(endpoint: Endpoint, notify: Callable[[str], None] = lambda _: None
     except openai.APITimeoutError:
         pass  # slow to list models is not down; the run's own timeouts decide
     except openai.APIConnectionError as exc:
-        said = scrub(" ".join(str(exc.__cause__ or exc).split()), _secrets(endpoint.base_url, key))
+        refusal = rejected(exc)
+        if refusal is not None:
+            raise EndpointDown(f"endpoint {where} sent a reply ifsynth refuses ({refusal}) to GET /models") from None
+        said = route.scrub(" ".join(str(exc.__cause__ or exc).split()))
         raise EndpointDown(
             f"endpoint {where} cannot be reached ({said[:160]}): check --base-url and that the server is up"
         ) from None
     except Exception:  # servers without /models, or whatever else: the run's breaker decides
         pass
     finally:
-        client.close()
+        await route.close()
 
 
 def _preflight_pool(endpoint: Endpoint, notify: Callable[[str], None]) -> None:
@@ -248,29 +260,41 @@ class Route:
     def scrub(self, text: str) -> str:
         return scrub(text, self.secrets)
 
-    async def chat(self, payload: bytes) -> httpx2.Response:
+    async def chat(self, payload: bytes, within: float) -> httpx2.Response:
         """One chat completion, its body already serialized (the bytes the cache key was computed from, sent as
-        they are: the SDK neither copies nor re-encodes them); a non-2xx answer or a transport failure raises
-        the SDK's exception."""
-        async with self._failures("/chat/completions"):
+        they are: the SDK neither copies nor re-encodes them), read in full within ``within`` seconds; a non-2xx
+        answer or a transport failure raises the SDK's exception."""
+        async with self._exchange("POST", "/chat/completions", within):
             return await self.client.post("/chat/completions", content=payload, cast_to=httpx2.Response)
-        raise AssertionError("unreachable")
+        raise AssertionError("unreachable")  # the block returns or raises
 
-    async def embed(self, model: str, texts: list[str]) -> tuple[CreateEmbeddingResponse, httpx2.Headers]:
+    async def embed(
+        self, model: str, texts: list[str], within: float
+    ) -> tuple[CreateEmbeddingResponse, httpx2.Headers]:
         """One ``/embeddings`` request (floats: not every server speaks base64) and the answer's headers (rate
-        limits); failures raise as ``chat``'s."""
-        async with self._failures("/embeddings"):
+        limits), under the same deadline and guards as ``chat``."""
+        async with self._exchange("POST", "/embeddings", within):
             raw = await self.client.embeddings.with_raw_response.create(
                 model=model, input=texts, encoding_format="float"
             )
             return raw.parse(), raw.headers
         raise AssertionError("unreachable")
 
+    async def models(self, within: float) -> None:
+        """``GET /models`` through the same client, guards and deadline as a completion."""
+        async with self._exchange("GET", "/models", within):
+            await self.client.models.list()
+
     @contextlib.asynccontextmanager
-    async def _failures(self, path: str) -> AsyncIterator[None]:
-        """A request's transport failures as the SDK's connection error, saying what happened."""
+    async def _exchange(self, method: str, path: str, within: float) -> AsyncIterator[None]:
+        """One request and its whole reply under one deadline: the SDK's timeout applies to each read, so a
+        reply trickled a byte at a time would never end; every failure as the SDK's exception."""
         try:
-            yield
+            async with asyncio.timeout(within):
+                yield
+        except TimeoutError:
+            request = httpx2.Request(method, f"{self.base_url}{path}")
+            raise openai.APITimeoutError(request=request) from None
         except openai.APITimeoutError as exc:
             refused = _refused(exc)
             if refused is None:
@@ -280,7 +304,7 @@ class Route:
             said = str(refused) or type(refused).__name__
             raise openai.APIConnectionError(message=f"Connection {what}: {said}", request=exc.request) from exc
         except ReplyRejected as exc:  # raised by _guard, past the SDK's own error mapping
-            request = httpx2.Request("POST", f"{self.base_url}{path}")
+            request = httpx2.Request(method, f"{self.base_url}{path}")
             raise openai.APIConnectionError(message=f"Reply refused: {exc}", request=request) from exc
 
     async def close(self) -> None:

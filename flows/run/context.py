@@ -211,13 +211,16 @@ def recorded(warehouse: Warehouse, run_id: str) -> Iterator[None]:
 
 
 def check_failures(warehouse: Warehouse, run_id: str, stages: list[StageCounts], allowed: float) -> None:
-    """A run whose asks failed (after every retry) beyond ``allowed`` is not complete, whatever it kept; nor is
-    one whose every ask failed, whatever it allowed (a release from an empty cache)."""
+    """A run whose asks failed (after every retry, or with no usable answer after every re-ask) beyond
+    ``allowed`` is not complete, whatever it kept; nor is one whose every ask failed, whatever it allowed (a
+    release from an empty cache)."""
     asked = sum(c.n_in for c in stages if c.sent or c.cached or c.failed)
-    failed = sum(c.failed for c in stages)
+    unusable = sum(c.parse_error for c in stages)
+    failed = sum(c.failed for c in stages) + unusable
     if asked and (failed / asked > allowed or failed == asked):
         common = warehouse.common_call_error(run_id)
         share = "all of them" if failed == asked else f"{failed / asked:.0%}, more than max_failure_share {allowed:.0%}"
+        share += f"; {unusable} with no usable answer" if unusable else ""
         often = f"; most often: {common}" if common else ""
         raise RunFailed(f"{failed} of {asked} asks failed ({share}){often}; rerun to retry them")
 

@@ -365,5 +365,6 @@ def test_cli_import_then_stats(tmp_path: Path) -> None:
 
 def test_a_row_without_its_id_is_named(tmp_path: Path) -> None:
     jsonl(tmp_path / "b" / "queries.jsonl", [{"text": "no id"}])
-    with Warehouse(tmp_path / "w.duckdb") as wh, pytest.raises(IfsynthError, match="lacks the field '_id'"):
+    said = r"`queries\.jsonl` line 1: the query has no _id"
+    with Warehouse(tmp_path / "w.duckdb") as wh, pytest.raises(IfsynthError, match=said):
         import_release(wh, "beir", tmp_path / "b", name="x")

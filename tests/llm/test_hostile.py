@@ -1,0 +1,91 @@
+"""The gateway against hostile endpoints: a key kept from a host whose name only looks like loopback, a reply
+trickled a byte at a time cut by the attempt's and the request's deadline, and a look at ``GET /models`` that
+takes the same reply guards as a completion."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ifsynth.flows.llm.gateway import Gateway
+from ifsynth.flows.llm.requests import Reply
+from ifsynth.flows.llm.route import preflight, sendable_key
+from ifsynth.schemas.config import Endpoint
+from ifsynth.schemas.errors import EndpointDown
+from ifsynth.warehouse.store import Warehouse
+from tests.fake_openai import FakeOpenAI
+from tests.helpers import GOOD, FakeClock, ask, config
+
+
+@pytest.mark.parametrize("address, sent", [("192.0.2.7", False), ("127.0.0.1", True), ("::1", True)])
+def test_loopback_is_decided_on_the_resolved_address(monkeypatch: pytest.MonkeyPatch, address: str, sent: bool) -> None:
+    """``127.probe.test`` is loopback only if it resolves there; the spelling of a name decides nothing."""
+    real = socket.getaddrinfo
+
+    def resolve(host: str, *args: Any, **kwargs: Any) -> Any:
+        if host != "127.probe.test":
+            return real(host, *args, **kwargs)
+        family = socket.AF_INET6 if ":" in address else socket.AF_INET
+        return [(family, socket.SOCK_STREAM, 6, "", (address, 0))]
+
+    monkeypatch.setattr(socket, "getaddrinfo", resolve)
+    monkeypatch.setenv("PROBE_KEY", "sk-probe-secret")
+    said: list[str] = []
+    key = sendable_key("http://127.probe.test:8000/v1", "PROBE_KEY", said.append)
+    assert (key == "sk-probe-secret") is sent
+    assert bool(said) is not sent and all("plain http to another machine" in line for line in said)
+
+
+def trickled(warehouse_path: Path, **endpoint: Any) -> Reply:
+    with FakeOpenAI(hostile="trickle", trickle_pause=0.02) as fake, Warehouse(warehouse_path) as warehouse:
+
+        async def go() -> list[Reply]:
+            async with Gateway(config(fake, **endpoint), warehouse, "run-1", clock=FakeClock()) as gateway:
+                return await gateway.ask_many("judge", [ask()])
+
+        (reply,) = asyncio.run(go())
+    return reply
+
+
+def test_a_trickled_reply_is_cut_at_each_attempts_timeout(warehouse_path: Path) -> None:
+    """Each byte arrives well within the timeout, so a timeout per read never fires; the attempt's does."""
+    reply = trickled(warehouse_path, timeout=0.5, max_attempts=2, deadline=600)
+    assert reply.status == "failed" and reply.sent == 2
+    assert reply.error is not None and "Timeout" in reply.error
+
+
+def test_a_trickled_reply_is_cut_at_the_requests_deadline(warehouse_path: Path) -> None:
+    """The request's deadline is shorter than an attempt's timeout: it cuts the attempt under way."""
+    reply = trickled(warehouse_path, timeout=600, max_attempts=3, deadline=0.5)
+    assert reply.status == "failed" and reply.sent == 1
+    assert reply.error is not None and "Timeout" in reply.error
+
+
+@pytest.mark.parametrize("hostile, said", [
+    ("models_gzip_bomb", "a gzip-compressed reply"),
+    ("models_oversize", "a reply over 16 MB"),
+])  # fmt: skip
+def test_the_look_at_models_takes_the_reply_guards(hostile: str, said: str) -> None:
+    with FakeOpenAI(hostile=hostile) as fake, pytest.raises(EndpointDown) as refused:
+        preflight(Endpoint(base_url=fake.base_url, timeout=10))
+    assert said in str(refused.value) and "refuses" in str(refused.value)
+
+
+def test_the_deadline_runs_from_the_first_attempt_not_from_the_queue(warehouse_path: Path) -> None:
+    """Asks queued behind a concurrency of one wait longer than the deadline in all; none is cut for it."""
+    with (
+        FakeOpenAI(mode="responder", responder=lambda body: GOOD, latency=0.2) as fake,
+        Warehouse(warehouse_path) as warehouse,
+    ):
+
+        async def go() -> list[Reply]:
+            settings = config(fake, concurrency=1, deadline=0.5, max_attempts=1)
+            async with Gateway(settings, warehouse, "run-1") as gateway:
+                return await gateway.ask_many("judge", [ask(f"judge {n}") for n in range(5)])
+
+        replies = asyncio.run(go())
+    assert [reply.status for reply in replies] == ["ok"] * 5

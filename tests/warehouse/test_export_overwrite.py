@@ -1,0 +1,59 @@
+"""``export --overwrite`` replaces an earlier export and nothing else: a folder holding a warehouse, or any file
+no export wrote, is refused in one line and keeps every file; export folders get the usual permissions."""
+
+from __future__ import annotations
+
+import os
+import stat
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from ifsynth.flows.run.exports import export, import_release
+from ifsynth.schemas.errors import WarehouseError
+from ifsynth.warehouse.store import Warehouse
+from tests.conftest import REPO
+
+DEMO = REPO / "flows" / "demo_seeds"
+
+
+@pytest.fixture
+def warehouse(tmp_path: Path) -> Iterator[Warehouse]:
+    with Warehouse(tmp_path / "data" / "w.duckdb") as opened:
+        import_release(opened, "beir", DEMO, name="demo")
+        yield opened
+
+
+def test_overwrite_never_deletes_a_folder_holding_the_warehouse(warehouse: Warehouse, tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    (data / "notes.txt").write_text("mine")
+    before = sorted(p.name for p in data.iterdir())
+    with pytest.raises(WarehouseError) as refused:
+        export(warehouse, "demo", "beir", data, overwrite=True)
+    assert "which no export wrote" in str(refused.value)
+    assert "\n" not in str(refused.value)
+    assert sorted(p.name for p in data.iterdir()) == before and (data / "notes.txt").read_text() == "mine"
+    assert warehouse.has_release("demo"), "the warehouse is still there and still answers"
+
+
+def test_overwrite_replaces_an_earlier_export_but_not_a_file_put_beside_it(
+    warehouse: Warehouse, tmp_path: Path
+) -> None:
+    out = tmp_path / "out"
+    export(warehouse, "demo", "beir", out)
+    export(warehouse, "demo", "jsonl", out, overwrite=True)  # an earlier export: replaced
+    assert (out / "instances.jsonl").exists() and not (out / "qrels").exists(), "the beir files went with it"
+    (out / "mine.txt").write_text("keep me")
+    with pytest.raises(WarehouseError, match=r"`mine\.txt`, which no export wrote"):
+        export(warehouse, "demo", "beir", out, overwrite=True)
+    assert (out / "mine.txt").read_text() == "keep me"
+
+
+def test_an_export_folder_has_the_usual_permissions(warehouse: Warehouse, tmp_path: Path) -> None:
+    umask = os.umask(0o022)
+    try:
+        export(warehouse, "demo", "beir", tmp_path / "new" / "out")
+    finally:
+        os.umask(umask)
+    assert stat.S_IMODE((tmp_path / "new" / "out").stat().st_mode) == 0o755
