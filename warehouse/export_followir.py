@@ -3,7 +3,12 @@
 An evaluation release in the public FollowIR layout (as ``jhu-clsp/<collection>-instructions``): corpus.jsonl,
 queries.jsonl with ``instruction_og`` and ``instruction_changed`` (and ``short_query``, ``keywords`` when the
 ablation stages ran), ``qrels_og/test.tsv``, ``qrels_changed/test.tsv`` and ``top_ranked.jsonl`` (``{qid, pid}``
-rows, the MTEB 1.x shape). A training release as FollowIR-train's rows (``id, query, instruction, document,
+rows, the MTEB 1.x shape). FollowIR's own loader (its mteb fork, as InfoSearch's) reads a dataset by config,
+``load_dataset(folder, "qrels_og")``, and ``datasets`` reads every config of a folder with one builder, so each
+qrels file also has a JSON twin, ``qrels_<mode>.jsonl``, whose name makes its config name. ``mteb/`` holds the
+same release as mteb 2 reads FollowIR (``mteb/Core17InstructionRetrieval``): queries ``<topic>-og`` and
+``<topic>-changed`` with ``instruction`` and ``default`` (qrels) configs, ``top_ranked`` lists and ``qrel_diff``,
+under a card of its own. A training release as FollowIR-train's rows (``id, query, instruction, document,
 label, score``) in JSONL and Parquet, or as sentence-transformers triplets.
 """
 
@@ -18,7 +23,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from ifsynth.schemas.errors import WarehouseError
-from ifsynth.schemas.modes import FOLLOWIR_MODES, TRAIN
+from ifsynth.schemas.modes import CHANGED, FOLLOWIR_MODES, OG, TRAIN
+from ifsynth.warehouse import cards
 
 RECIPE = "followir"
 FORMATS = ("followir",)
@@ -58,11 +64,79 @@ def write(
         jsonl(out / "queries.jsonl", by_query.values()),
     ]
     for mode in FOLLOWIR_MODES:
-        judged = ((r["query_id"], r["doc_id"], r["score"]) for r in qrels if r["mode"] == mode)
-        written.append(tsv(out / f"qrels_{mode}" / "test.tsv", judged))
+        written += qrels_files(out, mode, [r for r in qrels if r["mode"] == mode], jsonl, tsv)
     pool = sorted({(r["query_id"], r["doc_id"]) for r in top_ranked})
     written.append(jsonl(out / "top_ranked.jsonl", ({"qid": qid, "pid": pid} for qid, pid in pool)))
-    return written
+    return written + _mteb2(out / "mteb", docs, queries, qrels, pool, jsonl)
+
+
+def qrels_files(out: Path, mode: str, rows: list[dict], jsonl: JsonlWriter, tsv: TsvWriter) -> list[Path]:
+    """One mode's qrels as the public layout has them (``qrels_<mode>/test.tsv``) and as the config
+    ``qrels_<mode>`` that the authors' loaders ask ``datasets`` for (JSON, as the folder's other configs)."""
+    return [
+        tsv(out / f"qrels_{mode}" / "test.tsv", ((r["query_id"], r["doc_id"], r["score"]) for r in rows)),
+        jsonl(
+            out / f"qrels_{mode}.jsonl",
+            ({"query-id": r["query_id"], "corpus-id": r["doc_id"], "score": r["score"]} for r in rows),
+        ),
+    ]
+
+
+def sub_card(folder: Path, card: dict[str, Any], files: list[Path], queries: int) -> Path:
+    """The README.md of a folder inside an export that a loader is pointed at on its own: ``datasets`` reads the
+    configs of the folder it is given, not of the export around it."""
+    configs, apart = cards.configs_for([path.relative_to(folder).as_posix() for path in files], training=False)
+    for config in configs:  # mteb 2 loads the changed documents as `load_dataset(path, "qrel_diff", split="qrel_diff")`
+        if config["config_name"] == "qrel_diff":
+            config["data_files"][0]["split"] = "qrel_diff"
+    path = folder / "README.md"
+    path.write_text(cards.render(card, configs=configs, apart=apart, run_id=None, queries=queries), encoding="utf-8")
+    return path
+
+
+def _mteb2(
+    out: Path, docs: list[dict], queries: list[dict], qrels: list[dict], pool: list[tuple[str, str]], jsonl: JsonlWriter
+) -> list[Path]:
+    """mteb 2's FollowIR layout. ``qrel_diff`` lists, per topic, the judged documents whose score differs between
+    the two instructions (FollowIR's ``create_qrel_diff``); they are the documents p-MRR is computed over."""
+    judged = {
+        mode: {(r["query_id"], r["doc_id"]): r["score"] for r in qrels if r["mode"] == mode} for mode in (OG, CHANGED)
+    }
+    diff: dict[str, list[str]] = {}
+    for (qid, doc), score in judged[OG].items():
+        if judged[CHANGED].get((qid, doc), score) != score:
+            diff.setdefault(qid, []).append(doc)
+    pooled: dict[str, list[str]] = {}
+    for qid, doc in pool:
+        pooled.setdefault(qid, []).append(doc)
+    topics = sorted({q["query_id"] for q in queries})
+    files = [
+        jsonl(
+            out / "default.jsonl",
+            (
+                {"query-id": f"{r['query_id']}-{r['mode']}", "corpus-id": r["doc_id"], "score": r["score"]}
+                for r in qrels
+            ),
+        ),
+        jsonl(out / "corpus.jsonl", ({"_id": d["doc_id"], "title": d["title"], "text": d["text"]} for d in docs)),
+        jsonl(out / "queries.jsonl", ({"_id": f"{q['query_id']}-{q['mode']}", "text": q["query"]} for q in queries)),
+        jsonl(
+            out / "instruction.jsonl",
+            ({"query-id": f"{q['query_id']}-{q['mode']}", "instruction": q["instruction"]} for q in queries),
+        ),
+        jsonl(
+            out / "top_ranked.jsonl",
+            (
+                {"query-id": f"{qid}-{mode}", "corpus-ids": pooled[qid]}
+                for qid in topics
+                if qid in pooled
+                for mode in FOLLOWIR_MODES
+            ),
+        ),
+        jsonl(out / "qrel_diff.jsonl", ({"query-id": qid, "corpus-ids": diff[qid]} for qid in topics if qid in diff)),
+    ]
+    note = "The release of ../README.md in mteb 2's FollowIR layout, for its instruction-reranking tasks (p-MRR)."
+    return [*files, sub_card(out, {"recipe": RECIPE, "notes": [note]}, files, len(topics))]
 
 
 def _refuse(fmt: str) -> list[Path]:

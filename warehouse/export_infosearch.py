@@ -1,5 +1,9 @@
 """The public InfoSearch layout: per dimension a folder with corpus.jsonl, queries.jsonl carrying the
-three instructions of each query, and qrels_og, qrels_changed and qrels_reversed (``test.tsv`` each)."""
+three instructions of each query, and qrels_og, qrels_changed and qrels_reversed (``test.tsv`` each).
+
+InfoSearch's own 3-mode task loader (its mteb fork) is pointed at one dimension, as at ``jianqunZ/<Dim>-v1``,
+and asks ``datasets`` for the configs ``corpus``, ``queries`` and ``qrels_<mode>``: so each dimension folder
+has a card of its own naming them, and each qrels file a JSON twin (as FollowIR's, whose layout this is)."""
 
 from __future__ import annotations
 
@@ -9,6 +13,7 @@ from typing import Any
 
 from ifsynth.schemas.errors import WarehouseError
 from ifsynth.schemas.modes import INFOSEARCH_MODES
+from ifsynth.warehouse.export_followir import qrels_files, sub_card
 
 
 def write_infosearch(
@@ -37,8 +42,8 @@ def write_infosearch(
             for d in docs
             if json.loads(d["meta"]).get("dimension") == dimension
         )
-        written.append(_jsonl(folder / "corpus.jsonl", corpus))
-        written.append(
+        files = [_jsonl(folder / "corpus.jsonl", corpus)]
+        files.append(
             _jsonl(
                 folder / "queries.jsonl",
                 (
@@ -52,14 +57,9 @@ def write_infosearch(
             )
         )
         for mode in INFOSEARCH_MODES:
-            written.append(
-                _tsv(
-                    folder / f"qrels_{mode}" / "test.tsv",
-                    (
-                        (r["query_id"], r["doc_id"], r["score"])
-                        for r in qrels
-                        if r["mode"] == mode and dimension_of.get(r["query_id"]) == dimension
-                    ),
-                )
-            )
+            judged = [r for r in qrels if r["mode"] == mode and dimension_of.get(r["query_id"]) == dimension]
+            files += qrels_files(folder, mode, judged, _jsonl, _tsv)
+        note = f"The {dimension} dimension of the release described in ../README.md, on its own."
+        dimension_card = {**card, "notes": [*card.get("notes", []), note]}
+        written += [*files, sub_card(folder, dimension_card, files, len(rows))]
     return written
