@@ -136,7 +136,13 @@ def _mteb2(
         jsonl(out / "qrel_diff.jsonl", ({"query-id": qid, "corpus-ids": diff[qid]} for qid in topics if qid in diff)),
     ]
     note = "The release of ../README.md in mteb 2's FollowIR layout, for its instruction-reranking tasks (p-MRR)."
-    return [*files, sub_card(out, {"recipe": RECIPE, "notes": [note]}, files, len(topics))]
+    counts = {
+        "topics": len(topics),
+        "queries": len(queries),
+        "qrels": len(qrels),
+        "changed documents": sum(map(len, diff.values())),
+    }
+    return [*files, sub_card(out, {"recipe": RECIPE, "counts": counts, "notes": [note]}, files, len(topics))]
 
 
 def _refuse(fmt: str) -> list[Path]:
