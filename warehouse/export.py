@@ -222,7 +222,7 @@ def _card(release: Release, written: Written, out: Path, facts: cards.CardFacts,
         apart=apart,
         run_id=release.run_id,
         queries=len(release.queries),
-        content=_digest(out, written.files),
+        content=digest(out, written.files),
         endpoints=endpoints,
     )
     return write_text(out / "README.md", readme)
@@ -361,12 +361,48 @@ def _flat(release: Release) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]
     return instances, corpus
 
 
-def _digest(out: Path, files: list[Path]) -> str:
+def digest(out: Path, files: list[Path]) -> str:
     """sha256 of the data files' paths and bytes: equal for identical releases, different for any other."""
     digest = hashlib.sha256()
     for path in sorted(files):
         digest.update(path.relative_to(out).as_posix().encode() + b"\0" + path.read_bytes() + b"\0")
     return f"ifsynth release content sha256:{digest.hexdigest()}"
+
+
+def qrels_files(out: Path, mode: str, rows: list[dict]) -> list[Path]:
+    """One mode's qrels as the public layouts have them (``qrels_<mode>/test.tsv``) and as the config
+    ``qrels_<mode>`` that the authors' loaders ask ``datasets`` for (JSON, as the folder's other configs:
+    ``datasets`` reads all of a folder's configs with one file reader)."""
+    return [
+        write_tsv(out / f"qrels_{mode}" / "test.tsv", ((r["query_id"], r["doc_id"], r["score"]) for r in rows)),
+        write_jsonl(
+            out / f"qrels_{mode}.jsonl",
+            ({"query-id": r["query_id"], "corpus-id": r["doc_id"], "score": r["score"]} for r in rows),
+        ),
+    ]
+
+
+def sub_card(
+    folder: Path,
+    card: dict[str, Any],
+    files: list[Path],
+    *,
+    facts: cards.CardFacts,
+    run_id: str | None,
+    queries: int,
+    splits: Mapping[str, str] | None = None,
+) -> Path:
+    """The README.md of a folder inside an export that a loader is pointed at on its own: ``datasets`` reads the
+    configs of the folder it is given, not of the export around it. ``splits`` names a config's split where a
+    loader asks for one other than ``test``."""
+    configs, apart = cards.configs_for([path.relative_to(folder).as_posix() for path in files], training=False)
+    for config in configs:
+        if config["config_name"] in (splits or {}):
+            config["data_files"][0]["split"] = (splits or {})[config["config_name"]]
+    text = cards.render(
+        card, facts=facts, configs=configs, apart=apart, run_id=run_id, queries=queries, content=digest(folder, files)
+    )
+    return write_text(folder / "README.md", text)
 
 
 # Characters that str.splitlines() and some readers take for line breaks; escaped so one row stays one line.

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from ifsynth.flows.evaluation.evaluate_release import EvaluateOptions, evaluate
 from ifsynth.flows.evaluation.metrics import pmrr_pair
@@ -156,8 +157,11 @@ def test_the_export_has_both_instructions_two_qrels_and_a_pool(release: dict[str
     assert sorted(p.name for p in out.iterdir()) == [
         "README.md",
         "corpus.jsonl",
+        "mteb",
         "qrels_changed",
+        "qrels_changed.jsonl",
         "qrels_og",
+        "qrels_og.jsonl",
         "queries.jsonl",
         "top_ranked.jsonl",
     ]
@@ -184,6 +188,36 @@ def test_the_export_has_both_instructions_two_qrels_and_a_pool(release: dict[str
         assert pool[qid] - set(relevant_docs(qid)), "and non-relevant ones from BM25"
         assert pool[qid] <= corpus
     assert {doc for qid, doc in og} <= corpus
+
+
+def card_configs(folder: Path) -> dict[str, dict[str, Any]]:
+    front = (folder / "README.md").read_text().split("---")[1]
+    return {c["config_name"]: c for c in yaml.safe_load(front)["configs"]}
+
+
+def test_the_authors_loaders_find_their_configs_and_mteb_2_its_own_folder(release: dict[str, Any]) -> None:
+    """FollowIR's loader asks `datasets` for corpus, queries, qrels_og, qrels_changed and top_ranked; mteb 2's
+    FollowIR tasks read `mteb/` as mteb/Core17InstructionRetrieval: ids per mode and the changed documents."""
+    out = release["root"] / "followir"
+    configs = card_configs(out)
+    assert {"corpus", "queries", "qrels_og", "qrels_changed", "top_ranked"} <= set(configs)
+    for mode in ("og", "changed"):
+        (files,) = configs[f"qrels_{mode}"]["data_files"]
+        assert files == {"split": "test", "path": f"qrels_{mode}.jsonl"}
+        twin = {(r["query-id"], r["corpus-id"]): r["score"] for r in _jsonl(out / files["path"])}
+        assert twin == qrels(out / f"qrels_{mode}" / "test.tsv"), "the JSON twin holds the TSV's rows"
+    mteb = out / "mteb"
+    splits = {name: c["data_files"][0]["split"] for name, c in card_configs(mteb).items()}
+    assert splits == {name: "test" for name in ("default", "corpus", "queries", "instruction", "top_ranked")} | {
+        "qrel_diff": "qrel_diff"
+    }
+    ids = {row["_id"] for row in _jsonl(mteb / "queries.jsonl")}
+    assert ids == {f"{qid}-{mode}" for qid in GRADES for mode in ("og", "changed")}
+    assert {row["query-id"] for row in _jsonl(mteb / "instruction.jsonl")} == ids
+    diff = {row["query-id"]: set(row["corpus-ids"]) for row in _jsonl(mteb / "qrel_diff.jsonl")}
+    assert diff == {qid: flips(qid) for qid in GRADES}, "the changed documents are the flipped ones"
+    pools = {row["query-id"]: set(row["corpus-ids"]) for row in _jsonl(mteb / "top_ranked.jsonl")}
+    assert set(pools) == ids and all(pools[f"{q}-og"] == pools[f"{q}-changed"] for q in GRADES)
 
 
 def test_every_flipped_document_was_rejudged_by_a_recorded_call(release: dict[str, Any]) -> None:

@@ -214,6 +214,15 @@ def test_the_infosearch_export_keys_og_changed_and_reversed_qrels(good: dict[str
             og = {d for qid, d, s in qrels["og"] if qid == q["_id"] and s == 1}
             assert changed == {f"{core}_doc{own}"}
             assert reversed_ == og - changed and og == {d for qid, d in pairs["og"] if qid == q["_id"]}
+        front = (folder / "README.md").read_text().split("---")[1]
+        configs = {c["config_name"]: c["data_files"] for c in yaml.safe_load(front)["configs"]}
+        assert set(configs) == {"corpus", "queries", "qrels_og", "qrels_changed", "qrels_reversed"}, (
+            "the configs InfoSearch's loader asks of a dimension folder"
+        )
+        for mode, rows in qrels.items():
+            assert configs[f"qrels_{mode}"] == [{"split": "test", "path": f"qrels_{mode}.jsonl"}]
+            twin = [(r["query-id"], r["corpus-id"], r["score"]) for r in jsonl(folder / f"qrels_{mode}.jsonl")]
+            assert twin == rows
     card = (out / "README.md").read_text()
     assert "only the document of its condition scores 1" in card and "| length | Length-v1 | 3 | 9 |" in card
 

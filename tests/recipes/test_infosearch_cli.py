@@ -56,7 +56,8 @@ def test_random_answers_still_complete_all_six_dimensions(tmp_path: Path, make_f
     for dimension in exported:
         files = sorted(str(p.relative_to(out / dimension)) for p in (out / dimension).rglob("*") if p.is_file())
         assert files == [
-            "corpus.jsonl", "qrels_changed/test.tsv", "qrels_og/test.tsv", "qrels_reversed/test.tsv", "queries.jsonl"
+            "README.md", "corpus.jsonl", "qrels_changed.jsonl", "qrels_changed/test.tsv", "qrels_og.jsonl",
+            "qrels_og/test.tsv", "qrels_reversed.jsonl", "qrels_reversed/test.tsv", "queries.jsonl",
         ]  # fmt: skip
         corpus = {json.loads(line)["_id"] for line in (out / dimension / "corpus.jsonl").read_text().splitlines()}
         queries = [json.loads(line) for line in (out / dimension / "queries.jsonl").read_text().splitlines()]

@@ -18,5 +18,5 @@ RECIPE = Recipe(
     differences=DIFFERENCES,
     exports={"infosearch": "ifsynth.flows.recipes.infosearch.export:write"},
     imports={"infosearch": "ifsynth.warehouse.imports:read_infosearch"},
-    card="ifsynth.flows.recipes.infosearch.export:card",
+    card="ifsynth.flows.recipes.infosearch.export:card_facts",
 )

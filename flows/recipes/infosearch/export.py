@@ -1,5 +1,9 @@
 """The public InfoSearch layout: per dimension a folder with corpus.jsonl, queries.jsonl carrying the
-three instructions of each query, and qrels_og, qrels_changed and qrels_reversed (``test.tsv`` each)."""
+three instructions of each query, and qrels_og, qrels_changed and qrels_reversed (``test.tsv`` each).
+
+InfoSearch's own 3-mode task loader (its mteb fork) is pointed at one dimension, as at ``jianqunZ/<Dim>-v1``,
+and asks ``datasets`` for the configs ``corpus``, ``queries`` and ``qrels_<mode>``: so each dimension folder
+has a card of its own naming them, and each qrels file a JSON twin (as FollowIR's, whose layout this is)."""
 
 from __future__ import annotations
 
@@ -10,10 +14,10 @@ from typing import Any
 from ifsynth.schemas.errors import WarehouseError
 from ifsynth.schemas.modes import INFOSEARCH_MODES
 from ifsynth.warehouse.cards import CardFacts
-from ifsynth.warehouse.export import Release, Written, write_jsonl, write_tsv
+from ifsynth.warehouse.export import Release, Written, qrels_files, sub_card, write_jsonl
 
 
-def card(stored: dict[str, Any]) -> CardFacts:
+def card_facts(stored: dict[str, Any]) -> CardFacts:
     """English, and Chinese where the release has the language dimension (Chinese documents)."""
     dimensions = (stored.get("params") or {}).get("dimensions") or []
     return CardFacts(
@@ -49,8 +53,8 @@ def write(release: Release, out: Path) -> Written:
             for d in docs
             if json.loads(d["meta"]).get("dimension") == dimension
         )
-        written.append(write_jsonl(folder / "corpus.jsonl", corpus))
-        written.append(
+        files = [write_jsonl(folder / "corpus.jsonl", corpus)]
+        files.append(
             write_jsonl(
                 folder / "queries.jsonl",
                 (
@@ -64,14 +68,12 @@ def write(release: Release, out: Path) -> Written:
             )
         )
         for mode in INFOSEARCH_MODES:
-            written.append(
-                write_tsv(
-                    folder / f"qrels_{mode}" / "test.tsv",
-                    (
-                        (r["query_id"], r["doc_id"], r["score"])
-                        for r in qrels
-                        if r["mode"] == mode and dimension_of.get(r["query_id"]) == dimension
-                    ),
-                )
-            )
+            judged = [r for r in qrels if r["mode"] == mode and dimension_of.get(r["query_id"]) == dimension]
+            files += qrels_files(folder, mode, judged)
+        note = f"The {dimension} dimension of the release described in ../README.md, on its own."
+        dimension_card = {**card, "notes": [*card.get("notes", []), note]}
+        readme = sub_card(
+            folder, dimension_card, files, facts=card_facts(card), run_id=release.run_id, queries=len(rows)
+        )
+        written += [*files, readme]
     return Written(written, left_out=left_out)
