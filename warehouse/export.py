@@ -388,19 +388,19 @@ def sub_card(
     files: list[Path],
     *,
     facts: cards.CardFacts,
-    run_id: str | None,
     queries: int,
     splits: Mapping[str, str] | None = None,
 ) -> Path:
     """The README.md of a folder inside an export that a loader is pointed at on its own: ``datasets`` reads the
     configs of the folder it is given, not of the export around it. ``splits`` names a config's split where a
-    loader asks for one other than ``test``."""
+    loader asks for one other than ``test``. It names no run (the export's own card does), so two exports of
+    the same rows stay byte-identical."""
     configs, apart = cards.configs_for([path.relative_to(folder).as_posix() for path in files], training=False)
     for config in configs:
         if config["config_name"] in (splits or {}):
             config["data_files"][0]["split"] = (splits or {})[config["config_name"]]
     text = cards.render(
-        card, facts=facts, configs=configs, apart=apart, run_id=run_id, queries=queries, content=digest(folder, files)
+        card, facts=facts, configs=configs, apart=apart, run_id=None, queries=queries, content=digest(folder, files)
     )
     return write_text(folder / "README.md", text)
 

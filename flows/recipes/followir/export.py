@@ -122,7 +122,7 @@ def _mteb2(out: Path, release: Release, pool: list[tuple[str, str]]) -> list[Pat
     stored = {"recipe": release.recipe, "counts": counts, "notes": [note]}
     # mteb 2 loads the changed documents as `load_dataset(path, "qrel_diff", split="qrel_diff")`
     readme = sub_card(
-        out, stored, files, facts=card(stored), run_id=release.run_id, queries=len(topics),
+        out, stored, files, facts=card(stored), queries=len(topics),
         splits={"qrel_diff": "qrel_diff"},
     )  # fmt: skip
     return [*files, readme]

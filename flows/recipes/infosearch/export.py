@@ -72,8 +72,6 @@ def write(release: Release, out: Path) -> Written:
             files += qrels_files(folder, mode, judged)
         note = f"The {dimension} dimension of the release described in ../README.md, on its own."
         dimension_card = {**card, "notes": [*card.get("notes", []), note]}
-        readme = sub_card(
-            folder, dimension_card, files, facts=card_facts(card), run_id=release.run_id, queries=len(rows)
-        )
+        readme = sub_card(folder, dimension_card, files, facts=card_facts(card), queries=len(rows))
         written += [*files, readme]
     return Written(written, left_out=left_out)
