@@ -14,6 +14,7 @@ from uuid import UUID
 from prefect import get_run_logger, task
 from prefect.artifacts import create_markdown_artifact, create_table_artifact
 from prefect.client.orchestration import get_client
+from prefect.logging.handlers import APILogWorker
 from prefect.runtime import flow_run
 
 from ifsynth.flows.run.context import Lines, RunContext, attach, check_failures, context
@@ -46,8 +47,13 @@ def run_stages(warehouse: str, run_id: str = "", config: dict[str, Any] | None =
     with stoppable(), attach(run_id, warehouse) as ctx:
         _label(ctx)
         stages = recipe(ctx.recipe).stage_list(ctx.params, sharded=ctx.config.shard is not None)
-        with ctx.progress.listening(Lines(get_run_logger().info)):
-            counts = [run_stage.with_options(name=stage.name)(run_id, order) for order, stage in enumerate(stages, 1)]
+        try:
+            with ctx.progress.listening(Lines(get_run_logger().info)):
+                counts = [
+                    run_stage.with_options(name=stage.name)(run_id, order) for order, stage in enumerate(stages, 1)
+                ]
+        finally:
+            APILogWorker.drain_all(timeout=5)  # sent before the flow run ends: a worker's process may not outlive it
         check_failures(ctx.warehouse, run_id, counts, ctx.config.max_failure_share)
         _publish(ctx.warehouse, run_id)
         return counts
@@ -55,16 +61,18 @@ def run_stages(warehouse: str, run_id: str = "", config: dict[str, Any] | None =
 
 def _label(ctx: RunContext) -> None:
     """The flow run as Prefect's UI lists it, however it was started (``ifsynth run``, a deployment, a worker,
-    ``ifsynth serve``): named ``<recipe>/<run name>`` and tagged with the recipe, the seeds and the models
-    (never a key: none is a parameter, a name or a tag)."""
+    ``ifsynth serve``): named ``<recipe>/<run name>`` (a name its starter gave in that form is kept: a shard's
+    says which shard it is) and tagged with the recipe, the seeds and the models (never a key: none is a
+    parameter, a name or a tag)."""
     config = ctx.config
     models = sorted({config.model_for("generator"), config.model_for("judge")})
     labels = [config.recipe, f"seeds:{config.seeds}", *(f"model:{m}" for m in models)]
-    name = ctx.warehouse.run(ctx.run_id).name
     with get_client(sync_client=True) as client:
         current = client.read_flow_run(UUID(str(flow_run.get_id())))  # called inside the flow: it has an id
+        named = current.name.startswith(f"{config.recipe}/")
+        name = current.name if named else f"{config.recipe}/{ctx.warehouse.run(ctx.run_id).name}"
         tagged = [*current.tags, *(label for label in labels if label not in current.tags)]
-        client.update_flow_run(current.id, name=f"{config.recipe}/{name}", tags=tagged)
+        client.update_flow_run(current.id, name=name, tags=tagged)
 
 
 def _publish(warehouse: Any, run_id: str) -> None:
