@@ -72,7 +72,9 @@ def work_pool(root: Path, name: str, workers: int = 2) -> Iterator[list[subproce
     prefect = str(Path(sys.executable).with_name("prefect"))
     made = subprocess.run([prefect, "work-pool", "create", name, "--type", "process"], capture_output=True, text=True)
     assert made.returncode == 0, made.stderr
-    env = {**os.environ, "PREFECT_WORKER_QUERY_SECONDS": "1", "PREFECT_LOGGING_LEVEL": "INFO"}
+    # the workers' own lines in their logs, which ifsynth's quiet console defaults would hide
+    env = {**os.environ, "PREFECT_WORKER_QUERY_SECONDS": "1", "PREFECT_LOGGING_LEVEL": "INFO",
+           "PREFECT_LOGGING_HANDLERS_CONSOLE_LEVEL": "INFO"}  # fmt: skip
     started = []
     try:
         for number in range(1, workers + 1):

@@ -223,6 +223,7 @@ def wait_running(shard: Path, deadline: float) -> None:
         if json.loads(funnel.stdout)["status"] == "running":
             return
         assert json.loads(funnel.stdout)["status"] == "pending" and time.monotonic() < deadline
+        time.sleep(1)  # a reader holds the file while it reads: leave the shard's process room to take it
     raise AssertionError(funnel.stderr)
 
 
