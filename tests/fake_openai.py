@@ -343,18 +343,14 @@ class FakeOpenAI:
         if scope["type"] != "http" or scope["path"] != "/v1/chat/completions" or scope["method"] != "POST":
             await self._app(scope, receive, send)
             return
-        chunks, more = [], True
-        while more:
-            message = await receive()
-            if message["type"] == "http.disconnect":
-                return
-            chunks.append(message.get("body", b""))
-            more = message.get("more_body", False)
+        body = await _body(receive)
+        if body is None:
+            return
         with self._lock:
             self._in_flight += 1
             self._peak_in_flight = max(self._peak_in_flight, self._in_flight)
         try:
-            response = await self._chat(b"".join(chunks), scope["headers"], asyncio.get_running_loop().time())
+            response = await self._chat(body, scope["headers"], asyncio.get_running_loop().time())
             await response(scope, receive, send)
         finally:
             with self._lock:
@@ -363,13 +359,8 @@ class FakeOpenAI:
     async def _hostile(self, raw: Raw, pause: float, receive: Receive, send: Send) -> None:
         """Send a hostile reply as it is, chunk by chunk (``pause`` seconds apart when it trickles); a request's
         body and headers are kept as any chat request's."""
-        chunks, more = [], True
-        while more:
-            message = await receive()
-            if message["type"] == "http.disconnect":
-                return
-            chunks.append(message.get("body", b""))
-            more = message.get("more_body", False)
+        if await _body(receive) is None:
+            return
         with self._lock:
             self._counts["hostile"] += 1
         headers = [(k.encode(), v.encode()) for k, v in raw.headers.items()]
@@ -935,6 +926,18 @@ def _default_range(lo: float | None, hi: float | None) -> tuple[float, float]:
     if lo is None:
         lo = 0 if hi is None else hi - 100
     return lo, lo + 100 if hi is None else hi
+
+
+async def _body(receive: Receive) -> bytes | None:
+    """A request's whole body; None when the client went away before sending it."""
+    chunks, more = [], True
+    while more:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            return None
+        chunks.append(message.get("body", b""))
+        more = message.get("more_body", False)
+    return b"".join(chunks)
 
 
 def main(argv: Sequence[str] | None = None) -> None:

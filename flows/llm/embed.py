@@ -17,7 +17,7 @@ from typing import Any
 import openai
 
 from ifsynth.flows.llm.answers import call_cost
-from ifsynth.flows.llm.gateway import Gateway, GatewayFailure, Since
+from ifsynth.flows.llm.gateway import Gateway, GatewayFailure, Since, refused
 from ifsynth.flows.llm.pool import Pool
 from ifsynth.flows.llm.retry import failure
 from ifsynth.schemas.errors import EndpointDown
@@ -121,13 +121,7 @@ class Embedder:
             try:
                 answer, headers = await route.embed(self.model, texts, since.window(pool.endpoint))
             except (openai.APIStatusError, openai.APIConnectionError) as exc:
-                status = exc.status_code if isinstance(exc, openai.APIStatusError) else None
-                if isinstance(exc, openai.APIStatusError):
-                    route.rate.observe(exc.response.headers)
-                if gateway.budget is not None:
-                    gateway.budget.settle(reserved, 0.0 if status is not None else None)
-                if status == 429:
-                    route.limit.throttled()
+                status = refused(route, exc, gateway.budget, reserved)
                 self.counts.failed += 1
                 said = route.scrub(" ".join(str(exc).split()))[:300]
                 error = f"{type(exc).__name__}: {said}"

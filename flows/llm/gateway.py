@@ -64,6 +64,22 @@ class Since:
         return max(0.0, min(endpoint.timeout, endpoint.deadline - self.elapsed()))
 
 
+def refused(
+    route: Route, exc: openai.APIStatusError | openai.APIConnectionError, budget: Budget | None, reserved: float
+) -> int | None:
+    """What a failed attempt tells the route and the budget: the server's rate-limit headers, no cost when it
+    answered with an error (the reservation kept when it did not answer: it may have run), a narrower
+    concurrency bound on a 429. Returns the HTTP status, if the server answered."""
+    status = exc.status_code if isinstance(exc, openai.APIStatusError) else None
+    if isinstance(exc, openai.APIStatusError):
+        route.rate.observe(exc.response.headers)
+    if budget is not None:
+        budget.settle(reserved, 0.0 if status is not None else None)
+    if status == 429:
+        route.limit.throttled()
+    return status
+
+
 class PastDeadline(stop_base):
     """tenacity's ``stop_before_delay``, from the first attempt on and by the gateway's clock."""
 
@@ -332,13 +348,7 @@ class Gateway:
             try:
                 raw = await route.chat(payload.encode(), since.window(pool.endpoint))
             except (openai.APIStatusError, openai.APIConnectionError) as exc:
-                status = exc.status_code if isinstance(exc, openai.APIStatusError) else None
-                if isinstance(exc, openai.APIStatusError):
-                    route.rate.observe(exc.response.headers)
-                if self.budget is not None:
-                    self.budget.settle(reserved, 0.0 if status is not None else None)
-                if status == 429:
-                    route.limit.throttled()
+                status = refused(route, exc, self.budget, reserved)
                 self.warehouse.add_call(
                     CallRecord(
                         **record,
