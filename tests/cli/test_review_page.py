@@ -4,7 +4,6 @@ killed mid-review loses none of them."""
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
 import sys
@@ -38,6 +37,17 @@ def items(url: str) -> list[dict[str, Any]]:
             time.sleep(0.2)
 
 
+def review_serve(warehouse: str, *options: str) -> tuple[subprocess.Popen[bytes], str]:
+    """`ifsynth review serve` on a free port, in a process of its own (a test may kill it); it and its URL."""
+    port = free_port()
+    server = subprocess.Popen(
+        [sys.executable, "-m", "ifsynth.flows.cli", "--warehouse", warehouse, "review", "serve", *options,
+         "--port", str(port)],
+        cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+    )  # fmt: skip
+    return server, f"http://127.0.0.1:{port}/"
+
+
 @pytest.fixture(scope="module")
 def warehouse(tmp_path_factory: pytest.TempPathFactory) -> str:
     """A run against the fake, made before the browser starts (Playwright's sync API holds an event loop)."""
@@ -49,14 +59,8 @@ def warehouse(tmp_path_factory: pytest.TempPathFactory) -> str:
 
 def test_keys_decide_and_a_killed_server_loses_no_decision(warehouse: str, browser_page: Any) -> None:
     wh = warehouse
-    port = free_port()
-    server = subprocess.Popen(
-        [sys.executable, "-m", "ifsynth.flows.cli", "--warehouse", wh, "review", "serve", "--status", "all",
-         "--port", str(port), "--reviewer", "tester"],
-        cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env={**os.environ},
-    )  # fmt: skip
+    server, url = review_serve(wh, "--status", "all", "--reviewer", "tester")
     try:
-        url = f"http://127.0.0.1:{port}/"
         listed = items(url)
         assert len(listed) >= 3
         page = browser_page
@@ -101,14 +105,8 @@ def judged(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]
 def test_decisions_made_on_the_page_make_the_release(judged: dict[str, Any], browser_page: Any) -> None:
     wh, fake = judged["warehouse"], judged["fake"]
     before = release_instructions(wh, "judged")
-    port = free_port()
-    server = subprocess.Popen(
-        [sys.executable, "-m", "ifsynth.flows.cli", "--warehouse", wh, "review", "serve", "--stage",
-         "judge_specificity", "--status", "all", "--port", str(port)],
-        cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-    )  # fmt: skip
+    server, url = review_serve(wh, "--stage", "judge_specificity", "--status", "all")
     try:
-        url = f"http://127.0.0.1:{port}/"
         listed = items(url)
         rejected = [i for i, row in enumerate(listed) if row["llm_decision"] == "reject"][:2]
         kept = [i for i, row in enumerate(listed) if row["llm_decision"] == "pass" and row["instruction"] in before][:1]
@@ -142,14 +140,8 @@ def normalized(text: str) -> str:
 def test_a_rewrite_shows_beside_the_passage_it_rewrote_with_its_changes_marked(
     warehouse: str, browser_page: Any
 ) -> None:
-    port = free_port()
-    server = subprocess.Popen(
-        [sys.executable, "-m", "ifsynth.flows.cli", "--warehouse", warehouse, "review", "serve", "--stage",
-         "judge_relevance", "--status", "all", "--port", str(port)],
-        cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-    )  # fmt: skip
+    server, url = review_serve(warehouse, "--stage", "judge_relevance", "--status", "all")
     try:
-        url = f"http://127.0.0.1:{port}/"
         first = items(url)[0]
         assert first["kind"] == "rewrite" and first["source"] and first["source"] != first["text"]
         page = browser_page
