@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from ifsynth.flows.evaluation import metrics
 from ifsynth.flows.evaluation.metrics import Reference, Triple
@@ -24,6 +24,13 @@ from ifsynth.warehouse.stats import instructed_mode, release_meta
 from ifsynth.warehouse.store import Warehouse
 
 CROSS_MODE = ("robustness@", "p-mrr", "wise", "sicr", "instfol@")
+
+
+class Share(NamedTuple):
+    """One query's part of a figure: the figure is the sum of its queries' ``total`` over that of ``weight``."""
+
+    total: float
+    weight: int
 
 
 @dataclass
@@ -208,6 +215,32 @@ def query_values(
     queries resamples."""
     ranked, qrels = _ranked(view, run, mode)
     return _per_query(spec, ranked, qrels, "ifir" if "ifir" in references else "paper")
+
+
+def cross_mode_values(view: ReleaseView, run: Run, references: Sequence[Reference] = ()) -> dict[str, dict[str, Share]]:
+    """p-MRR, and WISE and SICR where there is a reversed mode, per query as a ``Share``: the release's figure
+    is the shares' sum over their count, so a bootstrap recomputes it from resampled queries. p-MRR, and WISE
+    and SICR under an InfoSearch reference, are means of per-query values (a count of 1 each); the paper's WISE
+    and SICR are means over gold documents (a query counts its golds)."""
+    if OG not in view.queries or CHANGED not in view.queries:
+        return {}
+    og, new, changed = _changed_runs(view, run)
+    values = {
+        "p-mrr": {q: Share(v, 1) for q, docs in changed.items() if (v := metrics.p_mrr(og, new, {q: docs})) is not None}
+    }
+    if REVERSED not in view.queries:
+        return values
+    reference: Reference = next((r for r in references if r in metrics.INFOSEARCH_REFERENCES), "paper")
+    weight = reference not in metrics.INFOSEARCH_REFERENCES  # the paper's: one per gold document
+    by_query: dict[str, list[Triple]] = {}
+    for triple in _triples(view, run):
+        by_query.setdefault(triple.query, []).append(triple)
+    values["wise"], values["sicr"] = {}, {}
+    for query, golds in by_query.items():  # each non-empty, so each figure is a number
+        count = len(golds) if weight else 1
+        values["wise"][query] = Share((metrics.wise(golds, metrics.WISE_K, reference) or 0.0) * count, count)
+        values["sicr"][query] = Share((metrics.sicr(golds, reference) or 0.0) * count, count)
+    return values
 
 
 def _ranked(view: ReleaseView, run: Run, mode: str) -> tuple[dict[str, list[str]], dict[str, dict[str, int]]]:

@@ -3,10 +3,12 @@ answer: score the same systems on both and correlate the two system rankings (Ke
 against 0.9, and Spearman's rho).
 
 Every system is scored on each release with its recipe's metrics (``scoring.score``). The headline metric
-(the recipe's first per-mode metric in the instructed mode, or ``metric``) also gets a bootstrap interval:
-each release's judged queries are resampled with replacement, independently (the two releases need not share
-queries), the systems' means recomputed and the two rankings correlated again. Every other metric the two
-reports share gets its point correlations ("per-metric agreement").
+(the recipe's first per-mode metric in the instructed mode, or ``metric``: any per-mode metric, or p-MRR, WISE
+or SICR) also gets a bootstrap interval: each release's judged queries are resampled with replacement,
+independently (the two releases need not share queries), the systems' figures recomputed from the resampled
+queries and the two rankings correlated again. A figure that is not a mean over queries (the paper's WISE and
+SICR average over gold documents) is recomputed as such: each query carries its golds' sum and count. Every
+other metric the two reports share gets its point correlations ("per-metric agreement").
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from ifsynth.flows.evaluation import scoring
 from ifsynth.flows.evaluation.dense import Dense
 from ifsynth.flows.evaluation.metrics import Reference
 from ifsynth.flows.evaluation.retrieval import Bm25, Retriever, Run, read_run, restrict
+from ifsynth.flows.evaluation.scoring import Share
 from ifsynth.schemas.errors import ConfigError
 from ifsynth.schemas.modes import RecipeMetrics
 from ifsynth.warehouse.stats import find_release, instructed_mode
@@ -94,18 +97,19 @@ def validity(
         )
     spec = metrics_of(views[0].recipe)
     reports: list[list[dict[str, Any]]] = [[], []]
-    values: list[list[dict[str, float]]] = [[], []]
+    values: list[list[dict[str, Share]]] = [[], []]
     chosen = None
     for side, view in enumerate(views):
         mode = instructed_mode(view.modes)
         for system in systems:
             run = _run(warehouse, view, system, side, depth)
             reports[side].append(scoring.score(view, run, spec, references))
-            per_metric = scoring.query_values(view, run, spec, mode, references)
+            per_mode = scoring.query_values(view, run, spec, mode, references)
+            per_metric = {name: {q: Share(v, 1) for q, v in found.items()} for name, found in per_mode.items()}
+            per_metric |= scoring.cross_mode_values(view, run, references)
             chosen = metric or next(iter(per_metric), None)
             if chosen not in per_metric:
-                known = ", ".join(per_metric)
-                raise ConfigError(f"--metric must be one of {known} (a metric averaged over queries)")
+                raise ConfigError(f"--metric must be one of {', '.join(per_metric)} (what this release can give)")
             values[side].append(per_metric[chosen])
     assert chosen is not None
     labels = [s.label for s in systems]
@@ -141,10 +145,10 @@ def correlations(x: Sequence[float] | np.ndarray, y: Sequence[float] | np.ndarra
 
 
 def bootstrap(
-    original: Sequence[dict[str, float]], regenerated: Sequence[dict[str, float]], samples: int, seed: int
+    original: Sequence[dict[str, Share]], regenerated: Sequence[dict[str, Share]], samples: int, seed: int
 ) -> dict[str, Any]:
     """Percentile intervals of tau and rho over ``samples`` resamplings of the queries (with replacement,
-    seeded); per-query values are ``[system][query id]``. Releases with the same queries are resampled in
+    seeded); per-query shares are ``[system][query id]``. Releases with the same queries are resampled in
     pairs (the same draw for both), others each on its own."""
     rng = np.random.default_rng(seed)
     queries = [sorted(side[0]) for side in (original, regenerated)]
@@ -174,13 +178,18 @@ def bootstrap(
 
 
 def _means(
-    values: Sequence[dict[str, float]], queries: list[str], drawn: np.ndarray | None, samples: int
+    values: Sequence[dict[str, Share]], queries: list[str], drawn: np.ndarray | None, samples: int
 ) -> np.ndarray:
-    """``[system, sample]``: each system's mean over the same resampled queries."""
+    """``[system, sample]``: each system's figure over the same resampled queries (their totals over their counts)."""
     if drawn is None:
         return np.zeros((len(values), samples))
-    matrix = np.array([[per_query[q] for q in queries] for per_query in values], dtype=np.float64)
-    return np.stack([row[drawn].mean(axis=1) for row in matrix])  # a system at a time: [sample, query] each
+    totals, counts = (
+        np.array([[per_query[q][part] for q in queries] for per_query in values], dtype=np.float64) for part in (0, 1)
+    )
+    # a system at a time: [sample, query] each
+    return np.stack(
+        [total[drawn].sum(axis=1) / count[drawn].sum(axis=1) for total, count in zip(totals, counts, strict=True)]
+    )
 
 
 def _per_metric(reports: list[list[dict[str, Any]]]) -> list[dict[str, Any]]:
@@ -210,8 +219,9 @@ def _ranks(scores: Sequence[float]) -> list[int]:
     return [1 + sum(other > score for other in scores) for score in scores]
 
 
-def _mean(values: dict[str, float]) -> float:
-    return sum(values.values()) / len(values) if values else 0.0
+def _mean(values: dict[str, Share]) -> float:
+    count = sum(share.weight for share in values.values())
+    return sum(share.total for share in values.values()) / count if count else 0.0
 
 
 def _finite(value: Any) -> float | None:

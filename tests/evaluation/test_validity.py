@@ -5,12 +5,16 @@ from __future__ import annotations
 
 import itertools
 import json
+import random
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from ifsynth.flows.evaluation import scoring
+from ifsynth.flows.evaluation.metrics import Reference
 from ifsynth.flows.run.exports import import_release
+from ifsynth.flows.run.registry import metrics_of
 from ifsynth.warehouse.store import Warehouse
 from tests.conftest import cli
 from tests.helpers import synthetic_followir
@@ -107,3 +111,62 @@ def test_bad_systems_are_one_line(releases: Path) -> None:
         done = cli("--warehouse", str(releases), "validity", "orig", "copy", *args)
         assert done.returncode == 2 and done.stderr.startswith("error:") and said in done.stderr, done.stderr
         assert "Traceback" not in done.stderr
+
+
+def pmrr_run(path: Path, k: int) -> Path:
+    """Both positives on top in the original mode; under the altered instruction the dropped one (d2t+1) falls
+    below ``k`` (plus t mod 2) misses: per-query p-MRR 1 - 2 / (2 + k + t mod 2)."""
+    lines = []
+    for t in range(TOPICS):
+        lines += [f"t{t}-og Q0 d{2 * t} 1 100 x", f"t{t}-og Q0 d{2 * t + 1} 2 99 x"]
+        ranked = [f"d{2 * t}"] + [f"n{i}" for i in range(k + t % 2)] + [f"d{2 * t + 1}"]
+        lines += [f"t{t}-changed Q0 {doc} {r + 1} {100 - r} x" for r, doc in enumerate(ranked)]
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def test_p_mrr_is_the_chosen_metric_a_bootstrap_resamples(releases: Path, tmp_path: Path) -> None:
+    runs = {k: pmrr_run(tmp_path / f"p{k}.trec", k) for k in range(3)}
+    systems = [arg for k, run in runs.items() for arg in ("--system", f"run:s{k}={run},{run}")]
+    report = validity(releases, "orig", "copy", *systems, "--metric", "p-mrr")
+    by_hand = [sum(1 - 2 / (2 + k + t % 2) for t in range(TOPICS)) / TOPICS for k in runs]
+    assert [row["original"] for row in report["systems"]] == pytest.approx(by_hand)
+    assert report["metric"] == "p-mrr" and report["queries"] == [TOPICS, TOPICS]
+    assert report["bootstrap"]["paired"] and report["bootstrap"]["kendall_tau"] == pytest.approx([1.0, 1.0])
+    done = cli("--warehouse", str(releases), "validity", "orig", "copy", *systems, "--metric", "wise")
+    assert done.returncode == 2 and "p-mrr" in done.stderr and "Traceback" not in done.stderr, done.stderr
+
+
+def infosearch_view() -> scoring.ReleaseView:
+    """Six queries in the three InfoSearch modes, each with 1 to 4 golds (so a mean over golds is not one over
+    queries) among 12 passages, two dimensions."""
+    view = scoring.ReleaseView("r", "infosearch", [])
+    for q in range(6):
+        golds = [f"d{q}-{g}" for g in range(1 + q % 4)]
+        for mode in ("og", "changed", "reversed"):
+            row = {"query": f"q{q}", "instruction": mode, "dimension": ("audience", "format")[q % 2], "group_id": q}
+            view.queries.setdefault(mode, {})[f"q{q}"] = row
+            kept = golds if mode != "og" else [*golds, f"x{q}"]
+            view.qrels.setdefault(mode, {})[f"q{q}"] = {doc: 1 for doc in kept}
+    return view
+
+
+@pytest.mark.parametrize("references", [(), ("infosearch-source",), ("infosearch-wheel",)])
+def test_cross_mode_shares_add_up_to_the_reported_figures(references: tuple[Reference, ...]) -> None:
+    """p-MRR, WISE and SICR as per-query shares: their sum over their count is what `evaluate` reports, under
+    the paper's mean over golds and the references' mean over queries alike."""
+    rng = random.Random(5)
+    view = infosearch_view()
+    docs = [doc for qrels in view.qrels["og"].values() for doc in qrels]
+    run = {
+        view.run_qid(mode, q): {d: rng.random() for d in rng.sample(docs, 10)}
+        for mode in view.queries
+        for q in view.queries[mode]
+    }
+    report = scoring.score(view, run, metrics_of("infosearch"), references)
+    shares = scoring.cross_mode_values(view, run, references)
+    for name in ("p-mrr", "wise", "sicr"):
+        found = shares[name].values()
+        assert sum(s.total for s in found) / sum(s.weight for s in found) == pytest.approx(report[name], abs=1e-12)
+    counts = {s.weight for s in shares["wise"].values()}
+    assert counts == ({1} if references else {1, 2, 3, 4})
