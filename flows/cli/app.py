@@ -651,12 +651,11 @@ def stats(
     from ifsynth.warehouse.stats import find_release
     from ifsynth.warehouse.stats import stats as release_stats
 
-    embed = embedder(embed_model, embed_base_url)
-    with _open(ctx) as warehouse:
+    with _open(ctx, read_only=embed_model is None) as warehouse:  # the embeddings' cache is written
         name = find_release(warehouse, release)
         report = release_stats(warehouse, name)
         if report["recipe"] == "infir":
-            report["diversity"] = diversity(warehouse, name, embed)
+            report["diversity"] = diversity(warehouse, name, embedder(embed_model, embed_base_url, warehouse, name))
         elif embed_model:
             raise ConfigError(f"APS and INGF are measured on InF-IR releases; `{name}` is {report['recipe']}")
     if as_json:

@@ -85,16 +85,23 @@ class Dense:
     def accounting(self) -> str:
         return self.counts.line(self.model, public_url(self.base_url))
 
+    def vectors(self, texts: Sequence[str]) -> np.ndarray:
+        """Unit vectors of ``texts`` (cached ones read, the others embedded and stored), one row each."""
+        return asyncio.run(self._vectors(list(texts)))
+
     async def _embed(self, passages: list[str], queries: list[str]) -> tuple[np.ndarray, np.ndarray]:
         """Unit vectors of the passages and of the queries, in one pass through the gateway."""
+        unit = await self._vectors([*passages, *queries])
+        return unit[: len(passages)], unit[len(passages) :]
+
+    async def _vectors(self, texts: list[str]) -> np.ndarray:
         endpoint = Endpoint(base_url=self.base_url, api_key_env=self.api_key_env)
         config = RunConfig(recipe="evaluate", seeds="release", model=self.model, endpoint=endpoint)
         async with Gateway(config, self.warehouse, self.run_id, budget=self.budget) as gateway:
             embedder = Embedder(gateway, self.model, STAGE, batch=self.batch, counts=self.counts)
-            vectors = await embedder.vectors([*passages, *queries])
+            vectors = await embedder.vectors(texts)
         self.warehouse.flush()
-        unit = _unit(np.asarray(vectors, dtype=np.float32).reshape(len(vectors), -1))
-        return unit[: len(passages)], unit[len(passages) :]
+        return _unit(np.asarray(vectors, dtype=np.float32).reshape(len(vectors), -1))
 
 
 def _unit(vectors: np.ndarray) -> np.ndarray:

@@ -23,6 +23,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from ifsynth.flows.evaluation.dense import Dense
 from ifsynth.flows.llm.route import DEFAULT_KEY_ENV, OPENAI_BASE_URL, api_key
 from ifsynth.schemas.errors import ConfigError
 from ifsynth.warehouse.store import Warehouse
@@ -58,44 +59,30 @@ class TfidfEmbedder:
 
 
 @dataclass(frozen=True)
-class ApiEmbedder:
-    """An OpenAI-compatible ``/embeddings`` endpoint; the SDK retries, the key comes from the environment."""
+class CachedEmbedder:
+    """An OpenAI-compatible ``/embeddings`` endpoint through the gateway, as ``evaluate --retriever embed:``
+    embeds: each text's vector is cached in the warehouse, so measuring again sends no request."""
 
-    base_url: str
-    model: str
-    api_key_env: str = DEFAULT_KEY_ENV
-    batch: int = 256
+    dense: Dense
 
     @property
     def name(self) -> str:
-        return f"{self.model} at {self.base_url}"
+        return f"{self.dense.model} at {self.dense.base_url}"
 
     def __call__(self, texts: Sequence[str]) -> Any:
-        import openai
-
-        client = openai.OpenAI(base_url=self.base_url, api_key=api_key(self.api_key_env) or "unused", max_retries=4)
-        rows: list[list[float]] = []
-        try:
-            for start in range(0, len(texts), self.batch):
-                chunk = [t or " " for t in texts[start : start + self.batch]]
-                answer = client.embeddings.create(model=self.model, input=chunk)
-                rows += [item.embedding for item in sorted(answer.data, key=lambda e: e.index)]
-        except openai.OpenAIError as exc:
-            raise ConfigError(f"the embedding endpoint {self.base_url} failed: {exc}") from None
-        finally:
-            client.close()
-        return np.asarray(rows, dtype=np.float64)
+        return self.dense.vectors(texts)
 
 
-def embedder(model: str | None, base_url: str | None) -> Embedder:
-    """The embedder the options name: TF-IDF without a model, else the model at ``base_url`` (or OpenAI's)."""
+def embedder(model: str | None, base_url: str | None, warehouse: Warehouse, release: str) -> Embedder:
+    """The embedder the options name: TF-IDF without a model, else the model at ``base_url`` (or OpenAI's),
+    whose requests are filed under ``stats:<release>``."""
     if base_url and not model:
         raise ConfigError("--embed-base-url needs --embed-model, the model to embed with")
     if not model:
         return TfidfEmbedder()
     if base_url is None and api_key(DEFAULT_KEY_ENV) is None:
         raise ConfigError("--embed-model needs --embed-base-url, or OPENAI_API_KEY for OpenAI's endpoint")
-    return ApiEmbedder(base_url or OPENAI_BASE_URL, model)
+    return CachedEmbedder(Dense(model, base_url or OPENAI_BASE_URL, warehouse, run_id=f"stats:{release}"))
 
 
 def aps(vectors: Any) -> float | None:

@@ -74,17 +74,23 @@ def test_stats_of_an_infir_release_has_aps_and_ingf(tmp_path: Path) -> None:
 
 
 def test_aps_through_an_embedding_endpoint(tmp_path: Path) -> None:
+    """Each distinct text is embedded once and cached in the warehouse, as `evaluate --retriever embed:` caches:
+    measuring again gives the same figures and sends no request."""
     db = infir_release(tmp_path)
+    args = ("--warehouse", str(db), "stats", "inf", "--embed-model", "e5", "--json")
     with FakeOpenAI() as fake:
-        proc = cli("--warehouse", str(db), "stats", "inf", "--embed-model", "e5", "--embed-base-url", fake.base_url,
-                   "--json")  # fmt: skip
-        sent = fake.embedded
+        proc = cli(*args, "--embed-base-url", fake.base_url)
+        sent = list(fake.embedded)
+        again = cli(*args, "--embed-base-url", fake.base_url)
+        resent = fake.embedded[len(sent) :]
     assert proc.returncode == 0, proc.stderr
+    assert again.returncode == 0, again.stderr
     figures = json.loads(proc.stdout)["diversity"]
     with Warehouse(db) as wh:
         rows = wh.release_positive_pairs("inf", "positive")
     queries = [r["query"] for r in rows]
-    assert sorted(sent) == sorted(r[field] for r in rows for field in ("instruction", "query", "passage"))
+    assert sorted(sent) == sorted({r[field] for r in rows for field in ("instruction", "query", "passage")})
+    assert resent == [] and json.loads(again.stdout)["diversity"] == figures
     assert figures["embedding"] == f"e5 at {fake.base_url}"
     assert figures["aps"]["query"] == pytest.approx(aps(np.array([_embedding(q) for q in queries])))
 
@@ -99,4 +105,4 @@ def test_embedding_options_that_cannot_work_are_refused_in_one_line(tmp_path: Pa
     down = cli(
         "--warehouse", str(db), "stats", "inf", "--embed-model", "e5", "--embed-base-url", "http://127.0.0.1:9/v1"
     )
-    assert down.returncode != 0 and len(down.stderr.splitlines()) == 1 and "embedding endpoint" in down.stderr
+    assert down.returncode != 0 and len(down.stderr.splitlines()) == 1 and "cannot be reached" in down.stderr
