@@ -1027,7 +1027,8 @@ def validity(
         ),
     ],
     metric: Annotated[
-        str | None, typer.Option(help="The headline metric (default: the recipe's first, e.g. ndcg@10).")
+        str | None,
+        typer.Option(help="The headline metric (default: the recipe's first, e.g. ndcg@10; or p-mrr, wise, sicr)."),
     ] = None,
     reference: Annotated[list[str] | None, typer.Option(help="As evaluate's --reference. Repeatable.")] = None,
     depth: Annotated[int, typer.Option(help="Documents each retriever returns per query.")] = 1000,
