@@ -263,7 +263,7 @@ def fork_ifir(item: dict[str, Any]) -> tuple[dict[str, Any], dict[str, float]]:
     sys.modules["utils.constant"] = constant
     # the Elasticsearch client, which eval_lexical.py and BEIR's BM25Search import and only load_model uses
     search, helpers = types.ModuleType("elasticsearch"), types.ModuleType("elasticsearch.helpers")
-    search.__path__ = []  # type: ignore[attr-defined]
+    search.__path__ = []
     search.Elasticsearch = helpers.streaming_bulk = None  # type: ignore[attr-defined]
     sys.modules |= {"elasticsearch": search, "elasticsearch.helpers": helpers}
     from utils.dataset import load_corpus, load_query  # type: ignore[import-not-found]
