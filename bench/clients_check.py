@@ -96,7 +96,8 @@ def check_training(item: dict[str, str]) -> None:
                          report_to="none", save_strategy="no", logging_steps=1)  # fmt: skip
         trainer = SentenceTransformerTrainer(model=model, args=args, train_dataset=triplets,
                                              loss=MultipleNegativesRankingLoss(model))  # fmt: skip
-        result = trainer.train()
+        with contextlib.redirect_stdout(sys.stderr):  # the Trainer prints its log; stdout is one JSON line a check
+            result = trainer.train()
     moved = float(abs(model.encode(texts[:4]) - before).max())
     emit("train", item, rows=len(triplets), columns=triplets.column_names, steps=result.global_step,
          loss=round(result.training_loss, 4), embedding_change=round(moved, 4))  # fmt: skip
