@@ -219,9 +219,9 @@ def query_values(
 
 def cross_mode_values(view: ReleaseView, run: Run, references: Sequence[Reference] = ()) -> dict[str, dict[str, Share]]:
     """p-MRR, and WISE and SICR where there is a reversed mode, per query as a ``Share``: the release's figure
-    is the shares' sum over their count, so a bootstrap recomputes it from resampled queries. p-MRR, and WISE
-    and SICR under an InfoSearch reference, are means of per-query values (a count of 1 each); the paper's WISE
-    and SICR are means over gold documents (a query counts its golds)."""
+    is the shares' total over their weight, so a bootstrap recomputes it from resampled queries. p-MRR, and
+    WISE and SICR under an InfoSearch reference, are means of per-query values (a weight of 1 each); the
+    paper's WISE and SICR are means over gold documents (a query weighs as many as its golds)."""
     if OG not in view.queries or CHANGED not in view.queries:
         return {}
     og, new, changed = _changed_runs(view, run)
@@ -231,15 +231,15 @@ def cross_mode_values(view: ReleaseView, run: Run, references: Sequence[Referenc
     if REVERSED not in view.queries:
         return values
     reference: Reference = next((r for r in references if r in metrics.INFOSEARCH_REFERENCES), "paper")
-    weight = reference not in metrics.INFOSEARCH_REFERENCES  # the paper's: one per gold document
+    per_gold = reference not in metrics.INFOSEARCH_REFERENCES  # the paper's: a mean over gold documents
     by_query: dict[str, list[Triple]] = {}
     for triple in _triples(view, run):
         by_query.setdefault(triple.query, []).append(triple)
     values["wise"], values["sicr"] = {}, {}
     for query, golds in by_query.items():  # each non-empty, so each figure is a number
-        count = len(golds) if weight else 1
-        values["wise"][query] = Share((metrics.wise(golds, metrics.WISE_K, reference) or 0.0) * count, count)
-        values["sicr"][query] = Share((metrics.sicr(golds, reference) or 0.0) * count, count)
+        weight = len(golds) if per_gold else 1
+        values["wise"][query] = Share((metrics.wise(golds, metrics.WISE_K, reference) or 0.0) * weight, weight)
+        values["sicr"][query] = Share((metrics.sicr(golds, reference) or 0.0) * weight, weight)
     return values
 
 
