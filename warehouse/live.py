@@ -34,6 +34,7 @@ QUERIES: dict[str, Callable[..., Any]] = {
     "show": audit.show,
 }
 TIMEOUT = 5.0
+POLL_SECONDS = 0.05
 
 
 def live_file(path: str | Path) -> Path:
@@ -79,7 +80,11 @@ class LiveServer:
 
         self._server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self._server.daemon_threads = True
-        threading.Thread(target=self._server.serve_forever, name="ifsynth-live", daemon=True).start()
+        # shutdown() waits for the loop's next poll, at the end of every run: 0.05 s at most, not 0.5 s
+        serve = threading.Thread(
+            target=self._server.serve_forever, kwargs={"poll_interval": POLL_SECONDS}, name="ifsynth-live", daemon=True
+        )
+        serve.start()
         where = {"pid": os.getpid(), "port": self._server.server_address[1], "token": self.token}
         staged = self.file.with_name(self.file.name + ".tmp")
         staged.write_text(json.dumps(where))

@@ -8,9 +8,12 @@ local server instead, in a session of its own (flows/run/local_prefect.py).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 import time
+import urllib.error
+import urllib.request
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -21,15 +24,47 @@ from ifsynth.schemas.errors import ConfigError
 
 @contextmanager
 def prefect_api(notify: Callable[[str], None] = lambda _: None) -> Iterator[None]:
-    """Within the block Prefect talks to a configured server (``PREFECT_API_URL``) or to the local one that
-    ifsynth's commands share (flows/run/local_prefect.py)."""
-    if os.environ.get("PREFECT_API_URL"):
-        yield
-        return
-    from prefect.settings import PREFECT_API_URL, temporary_settings
+    """Within the block Prefect talks to a configured server (``PREFECT_API_URL``), checked once to answer, or
+    to the local one that ifsynth's commands share (flows/run/local_prefect.py).
 
-    with local_prefect(notify) as url, temporary_settings(updates={PREFECT_API_URL: url}):
+    The flow runs of this process send no heartbeats unless ``PREFECT_FLOWS_HEARTBEAT_FREQUENCY`` asks for
+    them: only an automation a user sets up reads them (Prefect's zombie-flow detection), and the flow run's
+    end waits for the heartbeat thread's next second-long sleep to pass, up to a second of every command."""
+    configured = os.environ.get("PREFECT_API_URL")
+    if configured:
+        _check_configured(configured)
+    from prefect.settings import PREFECT_API_URL, PREFECT_FLOWS_HEARTBEAT_FREQUENCY, temporary_settings
+
+    updates: dict[Any, Any] = {}
+    if not os.environ.get("PREFECT_FLOWS_HEARTBEAT_FREQUENCY"):
+        updates[PREFECT_FLOWS_HEARTBEAT_FREQUENCY] = None
+    with contextlib.ExitStack() as stack:
+        if not configured:
+            updates[PREFECT_API_URL] = stack.enter_context(local_prefect(notify))
+        stack.enter_context(temporary_settings(updates=updates))
         yield
+
+
+def _check_configured(url: str) -> None:
+    """A configured server that does not answer is one line that says what to do, before anything is run
+    (Prefect's own client would retry, then fail with a RuntimeError)."""
+    if not _reachable(url.rstrip("/") + "/health"):
+        raise ConfigError(
+            f"no Prefect server answers at PREFECT_API_URL={url}: start it, or unset PREFECT_API_URL to use "
+            "the local server ifsynth starts"
+        )
+
+
+def _reachable(url: str) -> bool:
+    """Whether a server answers at ``url`` within two seconds, whatever its status (a server that wants a key
+    still answers): what tells a configured server that is down from one that is up."""
+    try:
+        with urllib.request.urlopen(url, timeout=2):
+            return True
+    except urllib.error.HTTPError:
+        return True
+    except (OSError, ValueError):  # refused, timed out, no such host; ValueError: not a URL
+        return False
 
 
 def api_url() -> str:
@@ -52,6 +87,7 @@ def serve(flows: list[Any], limit: int | None) -> None:
     (from Prefect's UI, ``prefect deployment run``, an automation) run here, ``limit`` at a time."""
     if not os.environ.get("PREFECT_API_URL"):
         raise ConfigError("serving needs a Prefect server that outlives this process: set PREFECT_API_URL")
+    _check_configured(os.environ["PREFECT_API_URL"])
     from prefect import serve as serve_deployments
 
     serve_deployments(*(flow.to_deployment(SERVED) for flow in flows), limit=limit, print_starting_message=False)
@@ -91,6 +127,7 @@ def run_on_pool(
 
 def check_work_pool(pool: str) -> None:
     """The pool exists on the configured server (before any shard is prepared for it)."""
+    _check_configured(os.environ["PREFECT_API_URL"])
     from prefect.client.orchestration import get_client
     from prefect.exceptions import ObjectNotFound
 

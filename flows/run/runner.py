@@ -86,8 +86,8 @@ def execute(
     its recipe's flow in this process."""
     progress = progress or NoProgress()
     prompts, templates = checked(config, progress)
-    flow = recipe(config.recipe).flow()
     with stoppable(), prefect_api(progress.note):
+        flow = recipe(config.recipe).flow()
         return _drive(flow, config, prompts, templates, warehouse_path, progress, memory_limit)
 
 

@@ -4,18 +4,22 @@ server of their own."""
 
 from __future__ import annotations
 
+import http.server
 import os
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
 
 from ifsynth.flows.run import local_prefect
-from ifsynth.flows.run.prefect_api import prefect_api
-from tests.conftest import REPO
+from ifsynth.flows.run.prefect_api import free_port, prefect_api
+from tests.conftest import REPO, invoke
+from tests.fake_openai import FakeOpenAI
 
 LEASE = """
 import sys, time
@@ -113,7 +117,45 @@ def test_stop_stops_it_and_the_next_command_starts_another(home: Path) -> None:
 
 
 def test_a_configured_server_wins(home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("PREFECT_API_URL", "http://127.0.0.1:9/api")
-    with prefect_api():
-        pass
+    with answering() as url:
+        monkeypatch.setenv("PREFECT_API_URL", url)
+        with prefect_api():
+            pass
     assert not (home / "ifsynth-server").exists() and servers(home) == []
+
+
+def test_a_configured_server_that_does_not_answer_is_one_line_before_the_run(
+    home: Path, tmp_path: Path, server: FakeOpenAI
+) -> None:
+    """Not Prefect's "Failed to reach API" RuntimeError after its retries: the URL and what to do, exit 2,
+    nothing written, and no local server started in its place."""
+    url = f"http://127.0.0.1:{free_port()}/api"
+    warehouse = tmp_path / "w.duckdb"
+    run = invoke(
+        "--warehouse", str(warehouse), "run", "instructir", "--seeds", "demo", "--base-url", server.base_url,
+        "--model", "m", env={"PREFECT_API_URL": url},
+    )  # fmt: skip
+    *said, last = run.stderr.strip().splitlines()
+    assert run.returncode == 2 and said == [f"instructir: seeds demo, model m at {server.base_url}; checking inputs"]
+    assert last.startswith(f"error: no Prefect server answers at PREFECT_API_URL={url}: start it, or unset")
+    assert not warehouse.exists() and servers(home) == []
+
+
+@contextmanager
+def answering() -> Iterator[str]:
+    """A server that answers Prefect's health check, as any running Prefect server does; its API URL."""
+
+    class Health(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            self.send_response(200 if self.path == "/api/health" else 404)
+            self.end_headers()
+
+        def log_message(self, *_: object) -> None:
+            pass
+
+    with http.server.ThreadingHTTPServer(("127.0.0.1", 0), Health) as health:
+        threading.Thread(target=health.serve_forever, daemon=True).start()
+        try:
+            yield f"http://127.0.0.1:{health.server_address[1]}/api"
+        finally:
+            health.shutdown()
