@@ -6,6 +6,7 @@ factories, so a constrained decoder can enforce them and the cache key changes w
 
 from __future__ import annotations
 
+from copy import deepcopy
 from functools import cache
 from typing import Annotated, Any, Literal
 
@@ -179,6 +180,42 @@ def strict_schema(model: type[BaseModel], *, string_lengths: bool = True) -> dic
     close(schema)
     schema.pop("title", None)
     return schema
+
+
+# Free text runs about four characters a token with the small models' tokenizers; three leaves room for words
+# that split into more tokens. A key, its quotes and the punctuation around it take a few tokens more.
+CHARS_PER_TOKEN = 3
+TOKENS_PER_FIELD = 8
+
+
+def fit_strings(schema: dict[str, Any], max_tokens: int) -> dict[str, Any]:
+    """``schema`` with every free-text string bounded (``maxLength``) so the whole answer fits ``max_tokens``.
+
+    A constrained decoder then closes each string, and the object, before the budget runs out, where an
+    unbounded one lets a small model write on until the budget cuts the JSON. Each string takes an equal share
+    of the budget left after the keys; an array of strings counts as many as it may hold."""
+    fitted = deepcopy(schema)
+    strings: list[tuple[dict[str, Any], int]] = []  # (string node, how many of it the answer holds)
+
+    def walk(node: Any, times: int) -> int:
+        """The keys and array items under ``node``; collects the free-text strings."""
+        if not isinstance(node, dict):
+            return 0
+        if node.get("type") == "string" and "enum" not in node and "maxLength" not in node:
+            strings.append((node, times))
+        if node.get("type") == "array":
+            many: int = node.get("maxItems") or node.get("minItems") or 1
+            return many + walk(node.get("items"), times * many)
+        properties = node.get("properties", {})
+        return len(properties) + sum(walk(child, times) for child in properties.values())
+
+    fields = walk(fitted, 1)
+    slots = sum(times for _, times in strings)
+    if slots:
+        share = (max_tokens - TOKENS_PER_FIELD * fields) * CHARS_PER_TOKEN // slots
+        for node, _ in strings:
+            node["maxLength"] = max(share, node.get("minLength", 1))
+    return fitted
 
 
 class InstructionFit(Answer):

@@ -240,12 +240,15 @@ class Gateway:
                 reply.value = parse_answer(text, ask.schema)
                 reply.status, reply.error = "ok", None
             except ValueError as exc:
-                cut = " (the answer was cut off at max_tokens)" if finish == "length" else ""
+                reply.cut = finish == "length"
+                cut = f" (the answer was cut off at max_tokens={ask.max_tokens})" if reply.cut else ""
                 reply.status, reply.error = "parse_error", f"{exc}{cut}"
             if hit is None:  # an endpoint that answers only unusable things is as down as one that does not answer
                 route.breaker.answered(reply.error)
             if reply.status == "ok":
                 return reply
+            if reply.cut:  # re-asked at the same budget, the answer would run on again
+                break
             messages = [
                 *ask.prompt.messages,
                 {"role": "assistant", "content": (text or "")[:4000]},

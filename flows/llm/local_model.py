@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import atexit
 import importlib.util
+import os
 import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -80,6 +81,10 @@ def serve(endpoint: Endpoint) -> str:
 
 
 def _start(path: Path, endpoint: Endpoint) -> tuple[Any, str]:
+    # llama.cpp's threads are OpenMP's; left spinning between tokens they take the CPU from the sampler, the
+    # HTTP threads and the run (and from everything else on a shared machine): on two busy cores, four times
+    # the CPU time per token. Read when the library loads, so set before the import; a user's setting stands.
+    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     import xllamacpp
 
     params = xllamacpp.CommonParams()

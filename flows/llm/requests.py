@@ -47,6 +47,7 @@ class Reply:
     sent: int = 0
     logprobs: list[dict[str, Any]] | None = None  # per answer token: token, logprob, top_logprobs
     failure: Failure | None = None  # why a reply that is not ``ok`` is not: may a rerun cure it?
+    cut: bool = False  # the answer ran past max_tokens unfinished: too long for its budget, not re-asked
 
     def answer(self, schema: type[A]) -> A:
         """The answer, typed as ``schema``; ``Unanswered`` when the ask gave none that parsed as it.

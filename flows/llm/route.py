@@ -32,7 +32,7 @@ from ifsynth.flows.llm.limits import AdaptiveLimit, RateLimit
 from ifsynth.flows.llm.local_model import LOCAL_BASE_URL, serve, weights
 from ifsynth.flows.llm.requests import Ask
 from ifsynth.flows.llm.retry import ReplyRejected, rejected
-from ifsynth.schemas.answers import Answer, strict_schema
+from ifsynth.schemas.answers import Answer, fit_strings, strict_schema
 from ifsynth.schemas.config import Endpoint, RunConfig
 from ifsynth.schemas.errors import EndpointDown
 
@@ -321,6 +321,8 @@ class Route:
     def body(self, ask: Ask, model: str, seed: int, messages: list[dict[str, str]]) -> dict[str, Any]:
         """The request for ``ask`` in this endpoint's structured-output style; the cache key is its hash."""
         schema = self.schema(ask.schema)
+        if self.local:  # a small model on CPU runs on to its budget: close its strings before then
+            schema = fit_strings(schema, ask.max_tokens)
         body: dict[str, Any] = {
             "model": model,
             "messages": messages,

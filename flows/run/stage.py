@@ -133,9 +133,12 @@ class Env:
         )
 
     def failed(self, input_id: str, reply: Reply) -> Outcome:
-        """The outcome of an input whose call did not give a usable answer, with the reason on record."""
-        decision: Decision = "parse_error" if reply.status == "parse_error" else "failed"
-        verdict = self.verdict(input_id, decision, judge="llm", reason=reply.error or "", call_key=reply.keys[-1])
+        """The outcome of an input whose call did not give a usable answer, with the reason on record. An answer
+        cut at its budget rejects the input (the model wrote more than the run allows), as a judge would."""
+        decision: Decision = "reject" if reply.cut else "parse_error" if reply.status == "parse_error" else "failed"
+        rule = "the answer fits max_tokens" if reply.cut else ""
+        reason = reply.error or ""
+        verdict = self.verdict(input_id, decision, judge="llm", reason=reason, call_key=reply.keys[-1], rule=rule)
         return Outcome(decision, verdicts=[verdict])
 
 

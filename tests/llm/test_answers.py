@@ -7,7 +7,15 @@ import json
 import pytest
 
 from ifsynth.flows.llm.answers import parse_answer
-from ifsynth.schemas.answers import RelevanceJudgement, candidate_pick, instruction_list, strict_schema
+from ifsynth.schemas.answers import (
+    CHARS_PER_TOKEN,
+    RelevanceJudgement,
+    Rewrite,
+    candidate_pick,
+    fit_strings,
+    instruction_list,
+    strict_schema,
+)
 
 
 def test_plain_json() -> None:
@@ -64,3 +72,15 @@ def test_string_lengths_can_be_left_out_for_strict_subset_endpoints() -> None:
     assert strict_schema(three)["properties"]["instructions"]["items"]["minLength"] == 1
     portable = strict_schema(three, string_lengths=False)
     assert "minLength" not in json.dumps(portable) and portable["properties"]["instructions"]["minItems"] == 3
+
+
+def test_fitted_strings_share_the_budget_and_leave_bounded_fields_alone() -> None:
+    three = strict_schema(instruction_list(3))
+    fitted = fit_strings(three, 200)
+    each = fitted["properties"]["instructions"]["items"]["maxLength"]
+    assert 3 * each <= 200 * CHARS_PER_TOKEN and each > 100, "three instructions share what the keys leave"
+    assert "maxLength" not in three["properties"]["instructions"]["items"], "the cached schema stays as it was"
+    rewrite = fit_strings(strict_schema(Rewrite), 200)["properties"]
+    assert rewrite["plan"]["maxLength"] == rewrite["revised_passage"]["maxLength"] > each
+    judged = fit_strings(strict_schema(RelevanceJudgement), 10)["properties"]
+    assert judged["explanation"]["maxLength"] == 1 and "maxLength" not in judged["score"], "never below minLength"

@@ -127,6 +127,8 @@ def test_cut_off_answers_say_so(fake: FakeOpenAI, warehouse: Warehouse) -> None:
     fake.configure(mode="responder", responder=lambda body: GOOD, rate_length=1.0)
     (reply,) = answer(fake, warehouse, [ask()])
     assert reply.status == "parse_error" and "cut off at max_tokens" in (reply.error or "")
+    assert reply.cut and reply.failure == "terminal"
+    assert fake.stats()["requests"] == 1, "not re-asked: at the same budget the answer would run on again"
 
 
 def test_answered_requests_come_from_the_cache(fake: FakeOpenAI, warehouse: Warehouse) -> None:

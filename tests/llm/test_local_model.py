@@ -11,10 +11,13 @@ from typing import Any, Literal
 import pytest
 from pydantic import BaseModel, ConfigDict
 
+from ifsynth.flows.cli.demo import demo_config
 from ifsynth.flows.llm.local_model import LOCAL_BASE_URL, LOCAL_MODEL, bundled_weights, model_name, serve, weights
 from ifsynth.flows.llm.route import Route, is_loopback
+from ifsynth.flows.run.runner import execute
 from ifsynth.schemas.config import Endpoint
 from ifsynth.schemas.errors import LocalModelUnavailable
+from ifsynth.warehouse import audit
 from ifsynth.warehouse.store import Warehouse
 from tests.conftest import cli
 from tests.helpers import query
@@ -135,6 +138,27 @@ def test_a_run_with_local_model_goes_through_the_http_path_and_a_rerun_is_served
     assert {c["model"] for c in calls} == {model_name(gguf)} and {c["http_status"] for c in calls} == {200}
     assert all(is_loopback(c["base_url"]) and c["base_url"] != LOCAL_BASE_URL for c in calls)
     assert json.loads(again.stdout)["llm_calls"]["sent"] == 0, "keyed on the model, not on the server's port"
+
+
+@pytest.mark.usefixtures("prefect")  # runs a flow: on the session's Prefect server
+def test_every_ask_of_the_demo_is_answered_or_rejected_for_a_reason(tmp_path: Path) -> None:
+    """The demo's prompts, budgets and bounded JSON schemas, on two seeds: no ask ends unparsed or failed, and
+    every answer the budget cut unfinished rejected its input with the reason on record."""
+    run_id = execute(demo_config().model_copy(update={"limit": 2}), tmp_path / "w.duckdb").run_id
+    with Warehouse(tmp_path / "w.duckdb", read_only=True) as wh:
+        report = audit.funnel(wh, run_id)
+        cut = {c["key"] for c in query(wh, "SELECT key FROM llm_calls WHERE finish_reason = 'length'")}
+        # what a cut answer became: an item (its JSON was whole before the budget ran out) or a verdict
+        kept = query(wh, "SELECT unnest(call_keys) AS key FROM items UNION SELECT call_key FROM verdicts")
+        rule = "the answer fits max_tokens"
+        rejected = query(wh, "SELECT call_key, reason FROM verdicts WHERE decision = 'reject' AND rule = ?", [rule])
+    assert report["status"] == "completed"
+    stages = {stage["stage"]: stage for stage in report["stages"]}
+    assert stages["judge_relevance"]["in"] > 0, "the asks reached the judges"
+    assert all(stage["parse_error"] == stage["failed"] == 0 for stage in stages.values()), stages
+    assert cut <= {k["key"] for k in kept}, "no cut answer is left without an outcome"
+    assert {r["call_key"] for r in rejected} <= cut
+    assert all("cut off at max_tokens" in r["reason"] for r in rejected)
 
 
 def test_a_bad_local_model_is_one_line(tmp_path: Path) -> None:

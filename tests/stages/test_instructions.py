@@ -47,6 +47,16 @@ def test_an_unusable_answer_is_the_inputs_outcome_with_its_reason() -> None:
     assert (verdict.item_id, verdict.reason, verdict.call_key) == (SEED.item_id, "invalid JSON at `score`", "key-bad")
 
 
+def test_an_answer_cut_at_its_budget_rejects_the_input_for_its_length() -> None:
+    ctx = env()
+    cut = unusable("EOF while parsing a string (the answer was cut off at max_tokens=300)")
+    cut.cut = True
+    outcome = GenerateInstructions(k=2, max_tokens=300).settle(at(ctx, "instructions"), SEED, [cut])
+    assert isinstance(outcome, Outcome) and outcome.decision == "reject" and outcome.items == []
+    (verdict,) = outcome.verdicts
+    assert verdict.rule == "the answer fits max_tokens" and "max_tokens=300" in verdict.reason
+
+
 def test_cut_at_newline_keeps_the_first_line_and_records_the_cut() -> None:
     ctx = env("infir")
     stage = GenerateInstructions(k=1, max_tokens=300, cut_at_newline=True)
