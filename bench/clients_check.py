@@ -320,10 +320,13 @@ def fork_inf_embed(item: dict[str, Any]) -> tuple[dict[str, Any], dict[str, floa
     """InF-Embed's ``MSMarcoDataLoader`` on the export's Hub folder, on both its branches: its ``load_dataset``
     of a Hub name is pointed at the folder, with the split that branch takes, and its transform's texts (what
     it tokenizes) are compared with the (instruction+query, passage) pairs the tuples in ``infir.jsonl`` make."""
+    import os
     from collections import Counter
     from types import SimpleNamespace
 
     import datasets
+
+    os.chdir(tempfile.mkdtemp())  # its logger_config writes ./data/log.txt on import
     from dataloaders import basic_dataloader  # type: ignore[import-not-found]
 
     rows = [json.loads(line) for line in Path(item["tuples"]).read_text().splitlines()]
