@@ -130,6 +130,8 @@ def main() -> None:
             "repeat": args.repeat,
             **median,
             "net_efficiencies": net,
+            "first_walls_s": [pair["first_wall_s"] for pair in pairs],
+            "cached_walls_s": [pair["cached_wall_s"] for pair in pairs],
         }
     )
 
