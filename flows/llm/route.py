@@ -295,7 +295,7 @@ class Route:
             raise openai.APITimeoutError(request=request) from exc
         except (httpx2.RequestError, ssl.SSLError) as exc:
             raise openai.APIConnectionError(request=request) from exc
-        if response.is_error:
+        if not response.is_success:  # a redirect too: it is not followed (the breaker names its target)
             raise client._make_status_error_from_response(response)
         return response
 
