@@ -118,19 +118,26 @@ def fake_requests(base_url: str) -> int:
 
 
 def stage_times(warehouse: Path, run_id: str) -> list[dict[str, Any]]:
-    """Per stage: requests sent, the wall time from the first request's start to the last answer, and the
-    mean latency the client saw (the server's latency plus its own time and the network's)."""
+    """Per stage: requests sent, the wall time from the first request's start to the last answer, the mean
+    latency the client saw (the server's latency plus its own time and the network's), and the seconds since
+    the previous LLM stage's last answer (``idle_before_s``: no request in flight, the barrier between them)."""
     from ifsynth.warehouse.store import Warehouse
 
     with Warehouse(warehouse, read_only=True) as wh:
-        return query(
+        stages = query(
             wh,
-            "SELECT stage, count(*) AS calls, "
-            "epoch(max(created_at)) - epoch(min(created_at - to_milliseconds(latency_ms))) AS wall_s, "
-            "round(avg(latency_ms), 1) AS mean_latency_ms "
+            "SELECT stage, count(*) AS calls, epoch(min(created_at - to_milliseconds(latency_ms))) AS first_s, "
+            "epoch(max(created_at)) AS last_s, round(avg(latency_ms), 1) AS mean_latency_ms "
             "FROM llm_calls WHERE run_id = ? GROUP BY stage ORDER BY min(created_at)",
             [run_id],
         )
+    last = None
+    for stage in stages:
+        first = stage.pop("first_s")
+        stage["wall_s"] = stage["last_s"] - first
+        stage["idle_before_s"] = None if last is None else round(first - last, 3)
+        last = stage.pop("last_s")
+    return stages
 
 
 def high_water_kb(pid: int) -> int:

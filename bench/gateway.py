@@ -5,6 +5,7 @@ concurrency C. The ideal wall time is N·L/C; efficiency = ideal / wall.
                                       [--gc-default]
 
 The defaults are a realistic operating point: 640 requests a second, above the largest public rate limits.
+``--latency 0`` measures what one core of the client sustains (``requests_per_cpu_second``).
 
 ``--prior-calls N`` first fills the warehouse with N answered calls of earlier runs, as a warehouse that has
 served many runs holds: every cache lookup then searches them.
@@ -120,6 +121,8 @@ def main() -> None:
             "efficiency": round(ideal / wall, 3),
             # the client's CPU per request: at concurrency C and latency L, above L/C it alone caps efficiency
             "client_cpu_ms": round(statistics.median(cpus) / args.n * 1000, 3),
+            # what one core of the client's sustains (at --latency 0, the figure that matters)
+            "requests_per_cpu_second": round(args.n / statistics.median(cpus)),
         }
     )
 

@@ -136,8 +136,12 @@ class Gateway:
         """The role's endpoint (a pool's first member: every member takes the same requests)."""
         return self._by_role[role].first
 
-    async def ask_many(self, stage: str, asks: Sequence[Ask], on_done: Callable[[], None] | None = None) -> list[Reply]:
-        """Answer every ask, cached ones first; concurrency is bounded per endpoint.
+    async def ask_many(
+        self, stage: str, asks: Sequence[Ask], on_reply: Callable[[int, Reply], None] | None = None
+    ) -> list[Reply]:
+        """Answer every ask, cached ones first; concurrency is bounded per endpoint. ``on_reply(i, reply)`` is
+        called as each answer arrives (``i``: its place in ``asks``), so a caller handles it while the others
+        are in flight; if it raises, the asks still in flight are dropped and its error is raised.
 
         Asks are keyed and looked up in the cache a chunk at a time, the next chunk while half of one still
         waits to be sent: preparing holds the event loop (answers that arrive meanwhile wait), so a whole
@@ -146,14 +150,14 @@ class Gateway:
         warehouse whatever the number of keys. Lookups run in a worker thread: DuckDB scans without the GIL,
         so answers keep being handled meanwhile. In batch mode the whole page is prepared first: its uncached
         requests go out as one batch."""
-        stopped: list[BudgetExhausted | EndpointDown] = []
+        stopped: list[Exception] = []
         size = len(asks) if self.config.batch else CHUNK
         bound = max(pool.capacity for pool in self._pools.values())
         low = bound  # the next chunk is prepared once at most this many asks are outstanding
         room = asyncio.Event()
         outstanding = 0
 
-        async def one(ask: Ask, request: Request, cache: dict[str, Any]) -> Reply | None:
+        async def one(index: int, ask: Ask, request: Request, cache: dict[str, Any]) -> Reply | None:
             nonlocal outstanding
             try:
                 reply = await self._answer(stage, ask, request, cache)
@@ -161,17 +165,25 @@ class Gateway:
                 stopped.append(exc)  # the others finish what they reserved: those answers land in the cache
                 return None
             except EndpointDown as exc:
-                stopped.append(exc)
-                for task in tasks:  # nothing more to wait for: the endpoint cannot answer them
-                    task.cancel()
+                drop(exc)  # nothing more to wait for: the endpoint cannot answer them
                 return None
             finally:
                 outstanding -= 1
                 if outstanding <= low:
                     room.set()
-            if on_done is not None:
-                on_done()
+            if on_reply is not None:
+                try:
+                    on_reply(index, reply)
+                except Exception as exc:  # raised once the asks in flight are cancelled
+                    drop(exc)
+                    return None
             return reply
+
+        def drop(exc: Exception) -> None:
+            """Stop: ``exc`` is raised once every ask still in flight is cancelled."""
+            stopped.append(exc)
+            for task in tasks:
+                task.cancel()
 
         tasks: list[asyncio.Future[Reply | None]] = []
         start = 0
@@ -196,7 +208,10 @@ class Gateway:
             outstanding += len(part)
             for at in range(0, len(part), SLICE):
                 pairs = zip(part[at : at + SLICE], first[at : at + SLICE], strict=True)
-                tasks += [asyncio.ensure_future(one(ask, request, cache)) for ask, request in pairs]
+                tasks += [
+                    asyncio.ensure_future(one(len(tasks) + n, ask, request, cache))
+                    for n, (ask, request) in enumerate(pairs)
+                ]
                 await asyncio.sleep(0)  # let these requests go out
         replies = await asyncio.gather(*tasks, return_exceptions=True)
         if stopped:

@@ -225,6 +225,7 @@ class Stage(ABC):
 
 
 Decided = tuple[str | None, Outcome]  # an input's id (None: nothing to mark) and its outcome
+Pending = tuple[Any, list[Ask], list[Reply]]  # an input, the asks it waits on, and its replies so far
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -358,30 +359,61 @@ class LLMStage(Stage, Generic[T]):
         tally: dict[str, int],
         advance: Callable[[], None],
     ) -> None:
-        """One page, in rounds: every input's pending asks go out together; what ``handle`` then decides is
-        written, and what it asks next goes out in the next round."""
+        """One page, in rounds: every input's pending asks go out together; each input is decided (and what
+        ``handle`` makes of it written) as soon as its last answer of the round arrives, while the others are
+        still in flight, and what it asks next goes out in the next round."""
         asks = []
         for entry in page:  # all rendered first: template errors stop here
             with blame(self.name, env.run_id, self.input_id(entry)):
                 asks.append(self.build(env, entry))
-        pending: list[tuple[Any, list[Ask], list[Reply]]] = [(e, a, []) for e, a in zip(page, asks, strict=True)]
+        pending: list[Pending] = [(e, a, []) for e, a in zip(page, asks, strict=True)]
         first = True
         while pending:
-            flat = [ask for _, entry_asks, _ in pending for ask in entry_asks]
-            replies = await gw.ask_many(self.name, flat, on_done=advance if first else None)
-            first, start, later = False, 0, []
-            for entry, entry_asks, before in pending:
-                mine = replies[start : start + len(entry_asks)]
-                start += len(entry_asks)
-                tally["cached"] += sum(reply.cached for reply in mine)
-                tally["sent"] += sum(reply.sent for reply in mine)
-                with blame(self.name, env.run_id, self.input_id(entry)):
-                    result = self.settle(env, entry, [*before, *mine])
-                if isinstance(result, FollowUp):
-                    later.append((entry, result.asks, [*before, *mine]))
-                else:
-                    writer.add(self.input_id(entry) if self.marks_input else None, result)
-            pending = later
+            pending = await self._round(env, gw, pending, writer, tally, advance if first else None)
+            first = False
+
+    async def _round(
+        self,
+        env: Env,
+        gw: Gateway,
+        pending: list[Pending],
+        writer: StageWriter,
+        tally: dict[str, int],
+        advance: Callable[[], None] | None,
+    ) -> list[Pending]:
+        """Ask every pending input's asks; decide each input once its last answer is in. Returns the inputs
+        that ask more, in page order."""
+        owner = [at for at, (_, asks, _) in enumerate(pending) for _ in asks]
+        place = [n for _, asks, _ in pending for n in range(len(asks))]
+        got: list[list[Reply | None]] = [[None] * len(asks) for _, asks, _ in pending]
+        left = [len(asks) for _, asks, _ in pending]
+        later: dict[int, Pending] = {}
+
+        def decide(at: int) -> None:
+            entry, _, before = pending[at]
+            mine = [reply for reply in got[at] if reply is not None]  # all of them, once it is decided
+            tally["cached"] += sum(reply.cached for reply in mine)
+            tally["sent"] += sum(reply.sent for reply in mine)
+            with blame(self.name, env.run_id, self.input_id(entry)):
+                result = self.settle(env, entry, [*before, *mine])
+            if isinstance(result, FollowUp):
+                later[at] = (entry, result.asks, [*before, *mine])
+            else:
+                writer.add(self.input_id(entry) if self.marks_input else None, result)
+
+        def answered(index: int, reply: Reply) -> None:
+            at = owner[index]
+            got[at][place[index]] = reply
+            left[at] -= 1
+            if advance is not None:
+                advance()
+            if left[at] == 0:
+                decide(at)
+
+        for at in [at for at, count in enumerate(left) if count == 0]:  # nothing to ask: decided at once
+            decide(at)
+        await gw.ask_many(self.name, [ask for _, asks, _ in pending for ask in asks], on_reply=answered)
+        return [later[at] for at in sorted(later)]
 
 
 def run_gateway(ctx: RunContext) -> Gateway:
