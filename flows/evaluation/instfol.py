@@ -72,9 +72,9 @@ class Judge:
         return RunConfig(recipe=recipe, seeds=f"release:{release}", model=self.model, endpoint=endpoint)
 
 
-def token_grade(reply: Reply, maximum: int, floor: float = 0.0) -> float | None:
+def token_grade(reply: Reply[InstructionFit], maximum: int, floor: float = 0.0) -> float | None:
     """The weighted grade at the first answer token that spells the chosen grade; None without log-probs."""
-    if reply.status != "ok" or not isinstance(reply.value, InstructionFit) or not reply.logprobs:
+    if reply.status != "ok" or reply.value is None or not reply.logprobs:
         return None
     chosen = str(reply.value.score)
     for token in reply.logprobs:
@@ -204,7 +204,9 @@ def _scale(view: ReleaseView, mode: str, query_id: str, maximum: int) -> Scale:
     return Scale(scheme.judge_maximum[level - 1], level, scheme.domain)
 
 
-async def _ask(config: RunConfig, warehouse: Warehouse, run_id: str, asks: list[Ask]) -> list[Reply]:
+async def _ask(
+    config: RunConfig, warehouse: Warehouse, run_id: str, asks: list[Ask[InstructionFit]]
+) -> list[Reply[InstructionFit]]:
     async with Gateway(config, warehouse, run_id) as gateway:
         replies = await gateway.ask_many(STAGE, asks)
     warehouse.flush()

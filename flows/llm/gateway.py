@@ -25,7 +25,7 @@ from ifsynth.flows.llm.answers import call_cost, decode_completion, parse_answer
 from ifsynth.flows.llm.clock import SYSTEM_CLOCK, Clock
 from ifsynth.flows.llm.limits import Budget
 from ifsynth.flows.llm.pool import Pool
-from ifsynth.flows.llm.requests import Ask, Reply, Request
+from ifsynth.flows.llm.requests import A, Ask, Reply, Request
 from ifsynth.flows.llm.retry import Backoff, failure, is_transient, pause, retry_after
 from ifsynth.flows.llm.route import Route
 from ifsynth.schemas.config import Endpoint, Role, RunConfig
@@ -137,8 +137,8 @@ class Gateway:
         return self._by_role[role].first
 
     async def ask_many(
-        self, stage: str, asks: Sequence[Ask], on_reply: Callable[[int, Reply], None] | None = None
-    ) -> list[Reply]:
+        self, stage: str, asks: Sequence[Ask[A]], on_reply: Callable[[int, Reply[A]], None] | None = None
+    ) -> list[Reply[A]]:
         """Answer every ask, cached ones first; concurrency is bounded per endpoint. ``on_reply(i, reply)`` is
         called as each answer arrives (``i``: its place in ``asks``), so a caller handles it while the others
         are in flight; if it raises, the asks still in flight are dropped and its error is raised.
@@ -157,7 +157,7 @@ class Gateway:
         room = asyncio.Event()
         outstanding = 0
 
-        async def one(index: int, ask: Ask, request: Request, cache: dict[str, Any]) -> Reply | None:
+        async def one(index: int, ask: Ask[A], request: Request, cache: dict[str, Any]) -> Reply[A] | None:
             nonlocal outstanding
             try:
                 reply = await self._answer(stage, ask, request, cache)
@@ -185,7 +185,7 @@ class Gateway:
             for task in tasks:
                 task.cancel()
 
-        tasks: list[asyncio.Future[Reply | None]] = []
+        tasks: list[asyncio.Future[Reply[A] | None]] = []
         start = 0
         while start < len(asks) and not stopped:
             if outstanding > low:
@@ -221,15 +221,15 @@ class Gateway:
                 raise reply
         return [reply for reply in replies if isinstance(reply, Reply)]
 
-    def _request(self, ask: Ask, messages: list[dict[str, str]], reask: int) -> Request:
+    def _request(self, ask: Ask[Any], messages: list[dict[str, str]], reask: int) -> Request:
         pool = self._by_role[ask.role]
         # A re-ask samples with another seed: the same seed could give back the same unusable answer, and
         # since the seed is keyed, two re-asks with identical messages are still two requests.
         body = pool.first.body(ask, self.config.model_for(ask.role), self.seed + reask, messages)
         return Request(cache_key(pool.key_url, body, ask.sample_index), body)
 
-    async def _answer(self, stage: str, ask: Ask, request: Request, cache: dict[str, dict[str, Any]]) -> Reply:
-        reply = Reply(status="failed")
+    async def _answer(self, stage: str, ask: Ask[A], request: Request, cache: dict[str, dict[str, Any]]) -> Reply[A]:
+        reply: Reply[A] = Reply(status="failed")
         for reask in range(MAX_REASKS + 1):
             key = request.key
             reply.keys.append(key)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Literal, NamedTuple, TypeVar
+from typing import Any, Generic, Literal, NamedTuple, TypeVar
 
 from ifsynth.prompts.registry import Rendered
 from ifsynth.schemas.answers import Answer
@@ -11,14 +11,15 @@ from ifsynth.schemas.config import Role
 from ifsynth.schemas.records import Failure
 
 A = TypeVar("A", bound=Answer)
+B = TypeVar("B", bound=Answer)
 
 
 @dataclass(frozen=True)
-class Ask:
-    """One structured question a stage wants answered."""
+class Ask(Generic[A]):
+    """One structured question a stage wants answered, in the shape of ``schema``."""
 
     prompt: Rendered
-    schema: type[Answer]
+    schema: type[A]
     role: Role
     temperature: float
     max_tokens: int
@@ -35,11 +36,11 @@ class Request(NamedTuple):
 
 
 @dataclass
-class Reply:
-    """How an ask ended: its answer (``ok``), or why not, with every cache key it took (re-asks included)."""
+class Reply(Generic[A]):
+    """How an ``Ask[A]`` ended: its answer (``ok``), or why not, with every cache key it took (re-asks included)."""
 
     status: Literal["ok", "parse_error", "failed"]
-    value: Answer | None = None
+    value: A | None = None
     keys: list[str] = field(default_factory=list)
     error: str | None = None
     raw: str | None = None
@@ -49,11 +50,13 @@ class Reply:
     failure: Failure | None = None  # why a reply that is not ``ok`` is not: may a rerun cure it?
     cut: bool = False  # the answer ran past max_tokens unfinished: too long for its budget, not re-asked
 
-    def answer(self, schema: type[A]) -> A:
+    def answer(self, schema: type[B]) -> B:
         """The answer, typed as ``schema``; ``Unanswered`` when the ask gave none that parsed as it.
 
         A stage that needs the answer to decide reads it so and says nothing of failures: the stage machinery
-        records the input as failed (or unparsed), with the reply's reason, for every stage in one place."""
+        records the input as failed (or unparsed), with the reply's reason, for every stage in one place. The
+        schema is named here, not taken from ``A``: one input's replies may answer different asks (a write and
+        its check), so ``handle`` receives them as ``Reply[Any]`` and each read says, and checks, what it reads."""
         if self.status != "ok" or not isinstance(self.value, schema):
             raise Unanswered(self)
         return self.value
@@ -63,6 +66,6 @@ class Unanswered(Exception):
     """An ask a stage needed gave no usable answer (``Reply.answer``); caught by the stage machinery, never a
     user's error."""
 
-    def __init__(self, reply: Reply) -> None:
+    def __init__(self, reply: Reply[Any]) -> None:
         super().__init__(reply.error or reply.status)
         self.reply = reply

@@ -23,11 +23,10 @@ from typing import Any, ClassVar, Generic, Literal, Self, TypeVar, cast
 
 from ifsynth.flows.llm import loop
 from ifsynth.flows.llm.gateway import Gateway
-from ifsynth.flows.llm.requests import Ask, Reply, Unanswered
+from ifsynth.flows.llm.requests import A, Ask, Reply, Unanswered
 from ifsynth.flows.run.blame import blame
 from ifsynth.flows.run.context import RunContext
 from ifsynth.prompts.registry import Prompts, Rendered
-from ifsynth.schemas.answers import Answer
 from ifsynth.schemas.config import RecipeParams, Role
 from ifsynth.schemas.records import Decision, ItemRecord, ItemStatus, Judge, Payload, StageCounts, VerdictRecord
 from ifsynth.warehouse.keys import item_id
@@ -323,7 +322,7 @@ class LLMStage(Stage, Generic[T]):
     def input_id(self, entry: T) -> str:
         return entry.item_id  # type: ignore[attr-defined]
 
-    def ask(self, env: Env, schema: type[Answer], /, template: str | None = None, **variables: Any) -> Ask:
+    def ask(self, env: Env, schema: type[A], /, template: str | None = None, **variables: Any) -> Ask[A]:
         """This stage's template (or another of the recipe's, for a stage that asks two things) rendered with
         ``variables``, asked of its role at that role's temperature."""
         temperature = env.params.judge_temperature if self.role == "judge" else env.params.temperature
