@@ -1,9 +1,7 @@
 """Shared fixtures: a loopback fake of the OpenAI API, a warehouse per test, and ``prefect``: one quiet offline
-Prefect server for the whole session, which in-process flows and child `ifsynth` processes alike use instead of
-a temporary server each. It is ifsynth's own local server (flows/run/local_prefect.py) in a Prefect home that
-every process of the session shares, pytest-xdist's workers included, so they start one server between them
-(each start costs seconds of both cores). Only tests that run a flow request it (most modules that do, with
-``pytestmark = pytest.mark.usefixtures("prefect")``), so a session without them never pays its start."""
+Prefect server for the session, which in-process flows and child `ifsynth` processes alike use instead of a
+temporary server each. Only tests that run a flow request it (most modules that do, with
+``pytestmark = pytest.mark.usefixtures("prefect")``), so the others never pay its start."""
 
 from __future__ import annotations
 
@@ -22,6 +20,7 @@ import pytest
 from ifsynth.flows.run import local_prefect
 from ifsynth.flows.run.runner import PREFECT_DEFAULTS
 from tests.fake_openai import FakeOpenAI
+from tests.servers import prefect_server
 
 pytest_plugins = ("tests.browser",)  # the headless Chromium page fixture
 
@@ -30,46 +29,31 @@ SHARED_DATA = REPO.parent / "shared" / "data"
 INSTRUCTIR_SEEDS = SHARED_DATA / "instructir" / "data_creation" / "msmarco" / "filtered_version"
 
 
-def prefect_home(base: Path) -> Path:
-    """The session's one Prefect home, from a process's temporary folder: pytest-xdist gives each worker a
-    folder of its own inside the session's."""
-    return (base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / "prefect-home"
-
-
 @pytest.fixture(scope="session", autouse=True)
 def offline_env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
-    """The session's Prefect home, no key, no Prefect server unless ``prefect`` or a command starts the local
-    one, ir_datasets in a temporary home."""
-    home = prefect_home(tmp_path_factory.getbasetemp())
-    home.mkdir(exist_ok=True)
+    """One Prefect home for the session, no key, no Prefect server unless ``prefect`` starts it, ir_datasets
+    in a temporary home."""
+    home = tmp_path_factory.mktemp("prefect-home")
     saved = dict(os.environ)
     os.environ.update(PREFECT_DEFAULTS)
     os.environ["PREFECT_HOME"] = str(home)
     os.environ["IR_DATASETS_HOME"] = str(tmp_path_factory.mktemp("ir-datasets"))
     os.environ.pop("OPENAI_API_KEY", None)
     os.environ.pop("PREFECT_API_URL", None)
-    _refresh_prefect_settings()
     yield
+    local_prefect.stop(home / "ifsynth-server")  # the one the session's commands without a server shared
     os.environ.clear()
     os.environ.update(saved)
 
 
-def pytest_sessionfinish(session: pytest.Session) -> None:
-    """The session's local Prefect server stops with the process that ran the session, once every worker is
-    done; a worker's end leaves it to the others."""
-    factory = getattr(session.config, "_tmp_path_factory", None)
-    if factory is not None and not os.environ.get("PYTEST_XDIST_WORKER"):
-        local_prefect.stop(prefect_home(factory.getbasetemp()) / "ifsynth-server")
-
-
 @pytest.fixture(scope="session")
 def prefect(offline_env: None) -> Iterator[str]:
-    """The session's Prefect server, started for the first test that runs a flow or found running; its API
-    URL. This process leases it for the session, so it does not retire while tests use it."""
-    with local_prefect.local_prefect() as url:
-        os.environ["PREFECT_API_URL"] = url
+    """The session's Prefect server, started for the first test that runs a flow; its API URL. A test that
+    runs one without it still passes, each run starting a temporary server of its own (several seconds)."""
+    with prefect_server() as server:
+        os.environ.update(server)
         _refresh_prefect_settings()
-        yield url
+        yield server["PREFECT_API_URL"]
         os.environ.pop("PREFECT_API_URL")
         _refresh_prefect_settings()
 
