@@ -1,7 +1,8 @@
 """Shared fixtures: a loopback fake of the OpenAI API, a warehouse per test, and ``prefect``: one quiet offline
-Prefect server for the session, which in-process flows and child `ifsynth` processes alike use instead of a
-temporary server each. Only tests that run a flow request it (most modules that do, with
-``pytestmark = pytest.mark.usefixtures("prefect")``), so the others never pay its start."""
+Prefect server for the session (one for all of pytest-xdist's workers), which in-process flows and child
+`ifsynth` processes alike use instead of a temporary server each. Only tests that run a flow request it
+(most modules that do, with ``pytestmark = pytest.mark.usefixtures("prefect")``), so a lone run of the
+others never pays its start."""
 
 from __future__ import annotations
 
@@ -20,7 +21,7 @@ import pytest
 from ifsynth.flows.run import local_prefect
 from ifsynth.flows.run.runner import PREFECT_DEFAULTS
 from tests.fake_openai import FakeOpenAI
-from tests.servers import prefect_server
+from tests.servers import answers, prefect_server
 
 pytest_plugins = ("tests.browser",)  # the headless Chromium page fixture
 
@@ -46,14 +47,34 @@ def offline_env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
     os.environ.update(saved)
 
 
+SHARED_PREFECT = "IFSYNTH_TESTS_PREFECT_API_URL"  # the server pytest-xdist's controller started for its workers
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Under pytest-xdist, the controlling process starts one Prefect server for all its workers before they
+    start (they inherit its address) and stops it once they are done: a start costs seconds of both cores,
+    once instead of once a worker, and it starts while the workers collect."""
+    if os.environ.get("PYTEST_XDIST_WORKER") or not getattr(config.option, "numprocesses", None):
+        return
+    started = contextlib.ExitStack()
+    os.environ[SHARED_PREFECT] = started.enter_context(prefect_server(wait=False))["PREFECT_API_URL"]
+    config.add_cleanup(started.close)
+
+
 @pytest.fixture(scope="session")
 def prefect(offline_env: None) -> Iterator[str]:
-    """The session's Prefect server, started for the first test that runs a flow; its API URL. A test that
-    runs one without it still passes, each run starting a temporary server of its own (several seconds)."""
-    with prefect_server() as server:
-        os.environ.update(server)
+    """The session's Prefect server: the workers' shared one, or one started for the first test that runs a
+    flow; its API URL. A test that runs one without it still passes, each run starting a temporary server of
+    its own (several seconds)."""
+    with contextlib.ExitStack() as started:
+        url = os.environ.get(SHARED_PREFECT)
+        if url is None:
+            url = started.enter_context(prefect_server())["PREFECT_API_URL"]
+        elif not answers(url + "/health", seconds=120):
+            raise SystemExit("the Prefect server did not start")
+        os.environ["PREFECT_API_URL"] = url
         _refresh_prefect_settings()
-        yield server["PREFECT_API_URL"]
+        yield url
         os.environ.pop("PREFECT_API_URL")
         _refresh_prefect_settings()
 

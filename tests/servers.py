@@ -25,8 +25,8 @@ from typing import Any
 
 from ifsynth.flows.run.prefect_api import free_port
 
-__all__ = ["FixedReply", "descendants", "fixed_reply", "free_port", "prefect_server", "wait_until_up", "work_pool",
-           "worker_log"]  # fmt: skip
+__all__ = ["FixedReply", "answers", "descendants", "fixed_reply", "free_port", "prefect_server", "wait_until_up",
+           "work_pool", "worker_log"]  # fmt: skip
 
 
 def wait_until_up(url: str, process: subprocess.Popen[Any], what: str, *, seconds: float) -> None:
@@ -42,10 +42,22 @@ def wait_until_up(url: str, process: subprocess.Popen[Any], what: str, *, second
             time.sleep(0.2)
 
 
+def answers(url: str, *, seconds: float) -> bool:
+    """Whether a server's health URL answers 2xx within ``seconds``, polling; for a server another process
+    started."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        with contextlib.suppress(OSError), urllib.request.urlopen(url, timeout=2):
+            return True
+        time.sleep(0.2)
+    return False
+
+
 @contextlib.contextmanager
-def prefect_server() -> Iterator[dict[str, str]]:
+def prefect_server(wait: bool = True) -> Iterator[dict[str, str]]:
     """A dedicated Prefect server (`prefect server start`, its database in a temporary directory), stopped on
-    exit with its process group. Yields the environment that points ifsynth at it."""
+    exit with its process group. Yields the environment that points ifsynth at it, once it answers (at once
+    when not ``wait``: the caller's users wait, and it starts meanwhile)."""
     with tempfile.TemporaryDirectory() as home:
         port = free_port()
         env = {**os.environ, "PREFECT_HOME": home, "PREFECT_SERVER_ANALYTICS_ENABLED": "false", "DO_NOT_TRACK": "1"}
@@ -57,7 +69,8 @@ def prefect_server() -> Iterator[dict[str, str]]:
         )  # fmt: skip
         api = f"http://127.0.0.1:{port}/api"
         try:
-            wait_until_up(api + "/health", process, "the Prefect server", seconds=120)
+            if wait:
+                wait_until_up(api + "/health", process, "the Prefect server", seconds=120)
             yield {"PREFECT_API_URL": api}
         finally:
             with contextlib.suppress(ProcessLookupError):
@@ -135,7 +148,7 @@ def fixed_reply(status: int, body: bytes = b"", headers: dict[str, str] | None =
         def log_message(self, *_: Any) -> None:
             pass
 
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    server = QuietServer(("127.0.0.1", 0), Handler)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:
@@ -143,6 +156,15 @@ def fixed_reply(status: int, body: bytes = b"", headers: dict[str, str] | None =
     finally:
         server.shutdown()
         server.server_close()
+
+
+class QuietServer(http.server.ThreadingHTTPServer):
+    """A client that hangs up mid-reply is no error here (a run stops at once, dropping the asks in flight):
+    its traceback would land in the output of a command run in the test's process."""
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        if not isinstance(sys.exc_info()[1], ConnectionError):
+            super().handle_error(request, client_address)
 
 
 @dataclasses.dataclass

@@ -10,11 +10,12 @@ import re
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import REPO, cli
+from tests.conftest import REPO, cli, invoke
 from tests.fake_openai import FakeOpenAI
 from tests.servers import fixed_reply, free_port
 
@@ -23,11 +24,14 @@ pytestmark = pytest.mark.usefixtures("prefect")  # runs flows: on the session's 
 HTML = b"<html><body><h1>502 Bad Gateway</h1></body></html>"
 
 
-def run(base_url: str, warehouse: Path, *sets: str) -> tuple[int, list[str], float]:
+def run(
+    base_url: str, warehouse: Path, *sets: str, command: Callable[..., subprocess.CompletedProcess[str]] = invoke
+) -> tuple[int, list[str], float]:
+    """A demo run, in the test's process unless ``command`` is ``cli``."""
     args = ["--warehouse", str(warehouse), "run", "instructir", "--seeds", "demo", "--base-url", base_url,
             "--model", "m", "--set", "max_attempts=2", *(a for s in sets for a in ("--set", s))]  # fmt: skip
     began = time.monotonic()
-    proc = cli(*args)
+    proc = command(*args)
     assert "Traceback" not in proc.stderr and "leaked" not in proc.stderr
     return (
         proc.returncode,
@@ -37,7 +41,7 @@ def run(base_url: str, warehouse: Path, *sets: str) -> tuple[int, list[str], flo
 
 
 def status_of(warehouse: Path) -> str:
-    proc = cli("--warehouse", str(warehouse), "runs", "--json")
+    proc = invoke("--warehouse", str(warehouse), "runs", "--json")
     return json.loads(proc.stdout)[-1]["status"]
 
 
@@ -86,7 +90,7 @@ def test_a_key_refused_is_named_before_any_chat_request(tmp_path: Path) -> None:
 
 def test_a_run_whose_asks_mostly_failed_is_not_completed(tmp_path: Path) -> None:
     with FakeOpenAI(rate_500=0.5) as fake:  # half the attempts fail; with 2 attempts a quarter of the asks
-        code, errors, _ = run(fake.base_url, tmp_path / "w.duckdb")
+        code, errors, _ = run(fake.base_url, tmp_path / "w.duckdb", command=cli)  # its process's own last words
     assert code == 5 and len(errors) == 1
     assert (
         "asks failed" in errors[0]
@@ -94,9 +98,10 @@ def test_a_run_whose_asks_mostly_failed_is_not_completed(tmp_path: Path) -> None
         and "most often: InternalServerError" in errors[0]
     )
     assert status_of(tmp_path / "w.duckdb") == "failed"
-    funnel = json.loads(cli("--warehouse", str(tmp_path / "w.duckdb"), "funnel", "--json").stdout)["llm_calls"]
+    warehouse = str(tmp_path / "w.duckdb")
+    funnel = json.loads(invoke("--warehouse", warehouse, "funnel", "--json").stdout)["llm_calls"]
     assert funnel["failed"] == funnel["transient"] > 0 and funnel["terminal"] == 0, "a 500 is worth a rerun"
-    audit = json.loads(cli("--warehouse", str(tmp_path / "w.duckdb"), "audit", "--status", "failed", "--json").stdout)
+    audit = json.loads(invoke("--warehouse", warehouse, "audit", "--status", "failed", "--json").stdout)
     assert audit and {row["failure"] for row in audit} == {"transient"}
     with FakeOpenAI(rate_500=0.5) as fake:
         code, _, _ = run(fake.base_url, tmp_path / "w.duckdb", "max_failure_share=1")
@@ -107,7 +112,7 @@ def test_an_empty_release_is_not_exported(tmp_path: Path) -> None:
     with FakeOpenAI() as fake:  # random answers: the demo's small groups all fall to the group filter
         code, _, _ = run(fake.base_url, tmp_path / "w.duckdb", "min_group_size=1000")
     assert code == 0
-    proc = cli("--warehouse", str(tmp_path / "w.duckdb"), "export", "--out", str(tmp_path / "out"))
+    proc = invoke("--warehouse", str(tmp_path / "w.duckdb"), "export", "--out", str(tmp_path / "out"))
     assert proc.returncode != 0 and proc.stderr.strip().count("\n") == 0
     assert "is empty: no query was kept" in proc.stderr and not (tmp_path / "out").exists()
 
@@ -132,12 +137,12 @@ def test_a_bug_in_a_stage_is_one_line_naming_the_stage_the_run_and_the_item(tmp_
     assert proc.returncode == 1 and "Traceback" not in proc.stderr, proc.stderr
     errors = [line for line in proc.stderr.splitlines() if line.startswith("error:")]
     assert len(errors) == 1, proc.stderr
-    run_id = json.loads(cli("--warehouse", str(warehouse), "runs", "--json").stdout)[-1]["run_id"]
+    run_id = json.loads(invoke("--warehouse", str(warehouse), "runs", "--json").stdout)[-1]["run_id"]
     said = re.fullmatch(
         rf"error: stage `judge_relevance` of run `{run_id}` failed on item `([\w-]+)`: KeyError: 'score' .*", errors[0]
     )
     assert said is not None, errors[0]
-    shown = json.loads(cli("--warehouse", str(warehouse), "show", said[1], "--json").stdout)
+    shown = json.loads(invoke("--warehouse", str(warehouse), "show", said[1], "--json").stdout)
     assert shown["item"]["stage"] == "rewrite", "the item the judge was on"
     assert status_of(warehouse) == "failed"
     debug = run_buggy("--debug")

@@ -1,5 +1,6 @@
 """Runs against a hostile endpoint whose every answer is unusable: none may end "completed" with exit 0 (an
-empty release that looks like a success); each stops in one line and is recorded failed."""
+empty release that looks like a success); each stops in one line and is recorded failed. The runs are the
+test's own process's (tests/cli/test_failures.py runs a failing one in a process of its own)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import cli
+from tests.conftest import invoke
 from tests.fake_openai import FakeOpenAI
 
 pytestmark = pytest.mark.usefixtures("prefect")  # runs flows: on the session's Prefect server
@@ -39,11 +40,11 @@ def constant(text: str) -> dict[str, Any]:
 def test_a_run_whose_every_answer_is_unusable_does_not_complete(tmp_path: Path, settings: dict[str, Any]) -> None:
     warehouse = str(tmp_path / "w.duckdb")
     with FakeOpenAI(**settings) as fake:
-        proc = cli("--warehouse", warehouse, "run", "instructir", "--seeds", "demo", "--base-url", fake.base_url,
+        proc = invoke("--warehouse", warehouse, "run", "instructir", "--seeds", "demo", "--base-url", fake.base_url,
                    "--model", "m")  # fmt: skip
     errors = [line for line in proc.stderr.splitlines() if line.startswith("error:")]
     assert proc.returncode != 0 and "Traceback" not in proc.stderr
     said = ("cannot be used", "no usable answer", "not a chat completion")
     assert len(errors) == 1 and any(why in errors[0] for why in said), errors
-    runs = json.loads(cli("--warehouse", warehouse, "runs", "--json").stdout)
+    runs = json.loads(invoke("--warehouse", warehouse, "runs", "--json").stdout)
     assert runs[-1]["status"] == "failed"

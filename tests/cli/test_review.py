@@ -16,7 +16,7 @@ import pytest
 
 from ifsynth.flows.evaluation.agreement import agreement
 from ifsynth.warehouse.store import Warehouse
-from tests.conftest import cli
+from tests.conftest import cli, invoke
 from tests.fake_openai import FakeOpenAI
 from tests.helpers import field, query, sensible, small_instructir
 
@@ -51,7 +51,7 @@ def test_agreement_figures_match_a_hand_count() -> None:
 def test_a_review_file_round_trip_records_human_verdicts_that_agreement_measures(run: dict[str, Any]) -> None:
     wh, root = run["warehouse"], run["root"]
     exported = root / "review.jsonl"
-    done = cli("--warehouse", wh, "review", "export", "--status", "all", "--out", str(exported))
+    done = invoke("--warehouse", wh, "review", "export", "--status", "all", "--out", str(exported))
     assert done.returncode == 0, done.stderr
     rows = lines(exported)
     assert {r["llm_decision"] for r in rows} == {"pass", "reject"} and all(r["human_decision"] == "" for r in rows)
@@ -70,13 +70,13 @@ def test_a_review_file_round_trip_records_human_verdicts_that_agreement_measures
             writer.writerow({**row, "human_decision": decision, "note": "checked by hand"})
         writer.writerow(rows[-1])  # a row left empty is no decision
     for _ in range(2):  # importing again replaces, never doubles
-        done = cli("--warehouse", wh, "review", "import", str(filled), "--reviewer", "Ada L.")
+        done = invoke("--warehouse", wh, "review", "import", str(filled), "--reviewer", "Ada L.")
         assert done.returncode == 0 and "5 human verdicts" in done.stdout, done.stderr
     with Warehouse(wh, read_only=True) as warehouse:
         people = query(warehouse, "SELECT judge, decision, reason FROM verdicts WHERE judge LIKE 'human%'")
     assert len(people) == 5 and {p["judge"] for p in people} == {"human:ada_l"}
     assert {p["reason"] for p in people} == {"checked by hand"}
-    report = json.loads(cli("--warehouse", wh, "agreement", "--json").stdout)
+    report = json.loads(invoke("--warehouse", wh, "agreement", "--json").stdout)
     (figures,) = report["judges"]
     # llm reject/human pass: 2; llm pass/human pass: 2; llm pass/human reject: 1; no rejection both made
     assert (figures["stage"], figures["judge"], figures["items"]) == ("judge_relevance", "llm", 5)
@@ -94,7 +94,7 @@ def test_a_review_file_round_trip_records_human_verdicts_that_agreement_measures
 def test_a_bad_review_file_is_one_line_and_writes_nothing(run: dict[str, Any], tmp_path: Path) -> None:
     wh = run["warehouse"]
     exported = tmp_path / "r.jsonl"
-    assert cli("--warehouse", wh, "review", "export", "--sample", "2", "--out", str(exported)).returncode == 0
+    assert invoke("--warehouse", wh, "review", "export", "--sample", "2", "--out", str(exported)).returncode == 0
     first, second = lines(exported)
     bad_decision = tmp_path / "bad.jsonl"
     bad_decision.write_text(json.dumps({**first, "human_decision": "accept"}) + "\n"
@@ -109,7 +109,7 @@ def test_a_bad_review_file_is_one_line_and_writes_nothing(run: dict[str, Any], t
         (tmp_path / "none.csv", "does not exist"),
     ]
     for path, message in refusals:
-        done = cli("--warehouse", wh, "review", "import", str(path))
+        done = invoke("--warehouse", wh, "review", "import", str(path))
         assert done.returncode != 0 and message in done.stderr and "Traceback" not in done.stderr, done.stderr
     with Warehouse(wh, read_only=True) as warehouse:
         after = query(warehouse, "SELECT count(*) AS n FROM verdicts WHERE judge LIKE 'human%'")[0]["n"]
@@ -139,7 +139,7 @@ def test_release_counts_people_over_judges_and_sends_nothing(tmp_path: Path) -> 
         small_instructir(wh, fake.base_url, name="judged", min_group_size=1)
         before = release_instructions(wh, "judged")
         exported = tmp_path / "review.jsonl"
-        assert cli("--warehouse", wh, "review", "export", "--status", "all", "--out", str(exported)).returncode == 0
+        assert invoke("--warehouse", wh, "review", "export", "--status", "all", "--out", str(exported)).returncode == 0
         rows = [r for r in lines(exported) if r["stage"] == "judge_specificity"]
         restored = [r for r in rows if r["llm_decision"] == "reject"][:2]
         removed = [r for r in rows if r["llm_decision"] == "pass" and r["instruction"] in before][:1]
@@ -148,9 +148,9 @@ def test_release_counts_people_over_judges_and_sends_nothing(tmp_path: Path) -> 
         filled = tmp_path / "filled.jsonl"
         decided = zip([*restored, *removed], ["accept", "accept", "reject"], strict=True)
         filled.write_text("".join(json.dumps({**r, "human_decision": d}) + "\n" for r, d in decided))
-        assert cli("--warehouse", wh, "review", "import", str(filled)).returncode == 0
+        assert invoke("--warehouse", wh, "review", "import", str(filled)).returncode == 0
         sent = fake.stats()["requests"]
-        done = cli("--warehouse", wh, "release", "judged", "--name", "reviewed")
+        done = invoke("--warehouse", wh, "release", "judged", "--name", "reviewed")
         assert done.returncode == 0, done.stderr
         assert fake.stats()["requests"] == sent, "a release is made from the cache alone"
     assert "3 decisions overruled by people" in done.stdout
@@ -177,5 +177,5 @@ def test_a_release_with_nothing_in_the_cache_fails_in_one_line(run: dict[str, An
     wh = str(shutil.copy(run["warehouse"], tmp_path / "w.duckdb"))
     with duckdb.connect(wh) as db:  # a cache emptied behind ifsynth's back
         db.execute("DELETE FROM llm_calls")
-    done = cli("--warehouse", wh, "release", run["run_id"], "--name", "from-nothing")
+    done = invoke("--warehouse", wh, "release", run["run_id"], "--name", "from-nothing")
     assert done.returncode != 0 and "asks failed" in done.stderr and "Traceback" not in done.stderr, done.stderr

@@ -219,7 +219,7 @@ def running(pid: int) -> bool:
 
 def wait_running(shard: Path, deadline: float) -> None:
     """Until the shard's process has taken its run: its funnel, read from another process, says running."""
-    while (funnel := cli("--warehouse", str(shard), "funnel", "--json")).returncode == 0:
+    while (funnel := invoke("--warehouse", str(shard), "funnel", "--json")).returncode == 0:
         if json.loads(funnel.stdout)["status"] == "running":
             return
         assert json.loads(funnel.stdout)["status"] == "pending" and time.monotonic() < deadline
@@ -256,7 +256,7 @@ def test_merge_refuses_shards_of_different_runs(two_shards: dict[str, Any], tmp_
     into = tmp_path / "merged.duckdb"
 
     def merge(*paths: Path) -> subprocess.CompletedProcess[str]:
-        return cli("merge", *map(str, paths), "--into", str(into))
+        return invoke("merge", *map(str, paths), "--into", str(into))
 
     done = merge(shards / "1-of-2.duckdb", other)
     said = done.stderr.strip().splitlines()

@@ -15,7 +15,7 @@ from ifsynth.flows.evaluation.diversity import TfidfEmbedder, aps, diversity, in
 from ifsynth.flows.run.exports import import_release
 from ifsynth.schemas.infir import FIELDS
 from ifsynth.warehouse.store import Warehouse
-from tests.conftest import cli
+from tests.conftest import invoke
 from tests.fake_openai import FakeOpenAI, _embedding
 
 TOPICS = ["solar panels on a roof", "tax on a second home", "training for a marathon", "repairing a bike chain"]
@@ -63,13 +63,13 @@ def test_the_sample_is_seeded_and_capped(tmp_path: Path) -> None:
 
 def test_stats_of_an_infir_release_has_aps_and_ingf(tmp_path: Path) -> None:
     db = infir_release(tmp_path)
-    proc = cli("--warehouse", str(db), "stats", "inf", "--json")
+    proc = invoke("--warehouse", str(db), "stats", "inf", "--json")
     assert proc.returncode == 0, proc.stderr
     figures = json.loads(proc.stdout)["diversity"]
     assert figures["embedding"].startswith("tfidf") and figures["sample"] == 12
     assert set(figures["aps"]) == set(figures["ingf"]) == {"instruction", "query", "passage"}
     assert all(0 < v < 1 for v in figures["aps"].values()) and all(v > 0 for v in figures["ingf"].values())
-    table = cli("--warehouse", str(db), "stats", "inf")
+    table = invoke("--warehouse", str(db), "stats", "inf")
     assert "APS instruction" in table.stdout and "INGF passage" in table.stdout
 
 
@@ -79,9 +79,9 @@ def test_aps_through_an_embedding_endpoint(tmp_path: Path) -> None:
     db = infir_release(tmp_path)
     args = ("--warehouse", str(db), "stats", "inf", "--embed-model", "e5", "--json")
     with FakeOpenAI() as fake:
-        proc = cli(*args, "--embed-base-url", fake.base_url)
+        proc = invoke(*args, "--embed-base-url", fake.base_url)
         sent = list(fake.embedded)
-        again = cli(*args, "--embed-base-url", fake.base_url)
+        again = invoke(*args, "--embed-base-url", fake.base_url)
         resent = fake.embedded[len(sent) :]
     assert proc.returncode == 0, proc.stderr
     assert again.returncode == 0, again.stderr
@@ -97,12 +97,12 @@ def test_aps_through_an_embedding_endpoint(tmp_path: Path) -> None:
 
 def test_embedding_options_that_cannot_work_are_refused_in_one_line(tmp_path: Path) -> None:
     db = infir_release(tmp_path)
-    alone = cli("--warehouse", str(db), "stats", "inf", "--embed-base-url", "http://127.0.0.1:9/v1")
+    alone = invoke("--warehouse", str(db), "stats", "inf", "--embed-base-url", "http://127.0.0.1:9/v1")
     assert (
         alone.returncode != 0
         and alone.stderr.strip() == "error: --embed-base-url needs --embed-model, the model to embed with"
     )
-    down = cli(
+    down = invoke(
         "--warehouse", str(db), "stats", "inf", "--embed-model", "e5", "--embed-base-url", "http://127.0.0.1:9/v1"
     )
     assert down.returncode != 0 and len(down.stderr.splitlines()) == 1 and "cannot be reached" in down.stderr

@@ -24,7 +24,7 @@ from ifsynth.flows.run.runner import execute
 from ifsynth.warehouse import stats as release_stats
 from ifsynth.warehouse.export import release_for
 from ifsynth.warehouse.store import Warehouse
-from tests.conftest import INSTRUCTIR_SEEDS, SHARED_DATA, cli
+from tests.conftest import INSTRUCTIR_SEEDS, SHARED_DATA, invoke
 from tests.fake_openai import FakeOpenAI
 from tests.helpers import field, query, sensible
 
@@ -91,16 +91,16 @@ def test_cli_evaluate_bm25_then_the_same_run(generated: dict[str, Any]) -> None:
     """Acceptance: the table prints nDCG@10 and Robustness@10; --run on the written file gives the same."""
     base = ["--warehouse", str(generated["warehouse"]), "evaluate", generated["release"]]
     out = generated["root"] / "runs" / "gen.trec"
-    table = cli(*base, "--retriever", "bm25", "--out", str(out))
+    table = invoke(*base, "--retriever", "bm25", "--out", str(out))
     assert table.returncode == 0, table.stderr
     assert "ndcg@10 (instructed)" in table.stdout and "robustness@10" in table.stdout
     assert f"BM25 run written to {out}" in " ".join(table.stderr.split())
-    again = cli(*base, "--run", str(out), "--json")
+    again = invoke(*base, "--run", str(out), "--json")
     assert again.returncode == 0, again.stderr
     report = json.loads(again.stdout)
     ndcg, robustness = report["modes"]["instructed"]["ndcg@10"], report["robustness@10"]
     assert f"{ndcg:.4f}" in table.stdout and f"{robustness:.4f}" in table.stdout
-    both = cli(*base, "--retriever", "bm25", "--run", str(out))
+    both = invoke(*base, "--retriever", "bm25", "--run", str(out))
     assert both.returncode != 0 and "exactly one of --retriever bm25 and --run" in both.stderr
 
 

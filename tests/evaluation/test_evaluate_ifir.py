@@ -16,7 +16,7 @@ from ifsynth.flows.evaluation.retrieval import Run, write_run
 from ifsynth.flows.run.registry import metrics_of
 from ifsynth.schemas.ifir import SCHEMES, level_mode, release_id
 from ifsynth.warehouse.store import Warehouse
-from tests.conftest import cli
+from tests.conftest import invoke
 from tests.fake_openai import FakeOpenAI
 from tests.helpers import field, query
 
@@ -165,7 +165,7 @@ def test_ndcg_and_mrr_per_level_and_per_domain(release: dict[str, Path]) -> None
 def test_cli_table_shows_each_level_and_domain(release: dict[str, Path]) -> None:
     with Warehouse(release["warehouse"], read_only=True) as wh:
         report = evaluate(wh, RELEASE, EvaluateOptions(run_file=release["run"]), metrics_of)
-    table = cli("--warehouse", str(release["warehouse"]), "evaluate", RELEASE, "--run", str(release["run"]))
+    table = invoke("--warehouse", str(release["warehouse"]), "evaluate", RELEASE, "--run", str(release["run"]))
     assert table.returncode == 0, table.stderr
     lines = table.stdout.splitlines()
     for mode, domains in report["by_domain"].items():

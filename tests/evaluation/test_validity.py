@@ -16,7 +16,7 @@ from ifsynth.flows.evaluation.metrics import Reference
 from ifsynth.flows.run.exports import import_release
 from ifsynth.flows.run.registry import metrics_of
 from ifsynth.warehouse.store import Warehouse
-from tests.conftest import cli
+from tests.conftest import invoke
 from tests.helpers import synthetic_followir
 
 TOPICS = 8
@@ -45,7 +45,7 @@ def run_file(path: Path, misses: int) -> Path:
 
 
 def validity(warehouse: Path, *args: str) -> dict[str, Any]:
-    done = cli("--warehouse", str(warehouse), "validity", *args, "--samples", "200", "--json")
+    done = invoke("--warehouse", str(warehouse), "validity", *args, "--samples", "200", "--json")
     assert done.returncode == 0, done.stderr
     return dict(json.loads(done.stdout))
 
@@ -92,11 +92,13 @@ def test_table_and_chart(releases: Path, tmp_path: Path) -> None:
     for k in range(3):  # the copy reverses the order of the three
         original, copy = run_file(tmp_path / f"o{k}.trec", k), run_file(tmp_path / f"c{k}.trec", 2 - k)
         systems += ["--system", f"run:s{k}={original},{copy}"]
-    done = cli("--warehouse", str(releases), "validity", "orig", "copy", *systems, "--samples", "50")
+    done = invoke("--warehouse", str(releases), "validity", "orig", "copy", *systems, "--samples", "50")
     assert done.returncode == 0, done.stderr
     assert max(map(len, done.stdout.splitlines())) <= 80
     assert "Kendall's tau-b: -1.000" in done.stdout
-    done = cli("--warehouse", str(releases), "report", "copy", "--compare", "orig", "--out", str(tmp_path / "r.html"))
+    done = invoke(
+        "--warehouse", str(releases), "report", "copy", "--compare", "orig", "--out", str(tmp_path / "r.html")
+    )
     assert done.returncode == 0, done.stderr
     page = (tmp_path / "r.html").read_text()
     assert "Systems on both releases" in page and "tau-b -1.000" in page
@@ -108,7 +110,7 @@ def test_bad_systems_are_one_line(releases: Path) -> None:
         (["--system", "bm25", "--system", "bm25:k1=x"], "a BM25 variant takes"),
         (["--system", "bm25", "--system", "run:a=x.trec"], "is not one of"),
     ):
-        done = cli("--warehouse", str(releases), "validity", "orig", "copy", *args)
+        done = invoke("--warehouse", str(releases), "validity", "orig", "copy", *args)
         assert done.returncode == 2 and done.stderr.startswith("error:") and said in done.stderr, done.stderr
         assert "Traceback" not in done.stderr
 

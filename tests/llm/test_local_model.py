@@ -19,7 +19,7 @@ from ifsynth.schemas.config import Endpoint
 from ifsynth.schemas.errors import LocalModelUnavailable
 from ifsynth.warehouse import audit
 from ifsynth.warehouse.store import Warehouse
-from tests.conftest import cli
+from tests.conftest import cli, invoke
 from tests.helpers import query
 
 
@@ -127,9 +127,11 @@ def test_a_run_with_local_model_goes_through_the_http_path_and_a_rerun_is_served
     command += ["--set", "max_tokens_rewrite=48", "--set", "max_tokens_judge=48"]
     # a 135M model cut at 48 tokens may leave an answer unusable, which now counts as a failed ask
     command += ["--set", "max_failure_share=1"]
-    first = cli(*command, env={"OPENAI_API_KEY": ""})
+    # in the test's process: the rerun finds the model's server the run started, as a second run in one
+    # process does, rather than loading the weights again in a process of its own
+    first = invoke(*command, env={"OPENAI_API_KEY": ""})
     assert first.returncode == 0, first.stderr
-    again = cli(*command, env={"OPENAI_API_KEY": ""})
+    again = invoke(*command, env={"OPENAI_API_KEY": ""})
     assert again.returncode == 0, again.stderr
     with Warehouse(warehouse, read_only=True) as wh:
         calls = query(wh, "SELECT base_url, model, http_status FROM llm_calls")

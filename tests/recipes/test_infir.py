@@ -22,7 +22,7 @@ from ifsynth.schemas.errors import WarehouseError
 from ifsynth.warehouse import audit
 from ifsynth.warehouse.export import release_for
 from ifsynth.warehouse.store import Warehouse
-from tests.conftest import INSTRUCTIR_SEEDS, REPO, cli
+from tests.conftest import INSTRUCTIR_SEEDS, REPO, cli, invoke
 from tests.fake_openai import FakeOpenAI
 from tests.helpers import query
 
@@ -383,19 +383,21 @@ def test_cli_run_on_demo_seeds_against_random_answers(tmp_path: Path, make_fake:
     proc = cli("--warehouse", warehouse, "run", "infir", "--seeds", "demo", "--limit", "8", *args, env=WIDE)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "neg. query" in proc.stdout and "all three" in proc.stdout
-    funnel = json.loads(cli("--warehouse", warehouse, "funnel", "--json").stdout)
+    funnel = json.loads(invoke("--warehouse", warehouse, "funnel", "--json").stdout)
     validate = {s["stage"]: s for s in funnel["stages"]}["validate"]
     assert validate["in"] == 8 and funnel["accepted"] == validate["out"]
-    removed = json.loads(cli("--warehouse", warehouse, "audit", "--stage", "validate", "--limit", "0", "--json").stdout)
+    removed = json.loads(
+        invoke("--warehouse", warehouse, "audit", "--stage", "validate", "--limit", "0", "--json").stdout
+    )
     assert len(removed) == 8 - validate["out"]
     assert all(r["judge"].startswith("llm:") and "gold [" in r["reason"] for r in removed)
     out = tmp_path / "out"
-    assert cli("--warehouse", warehouse, "export", "--format", "infir", "--out", str(out)).returncode == 0
+    assert invoke("--warehouse", warehouse, "export", "--format", "infir", "--out", str(out)).returncode == 0
     exported = rows(out / "infir.jsonl")
     assert len(exported) == validate["out"]
     assert {r["id"] for r in exported}.isdisjoint(r["group_id"] for r in removed)
     for row in exported:
         assert all(row[name].strip() for name in SEVEN)
-    shown = json.loads(cli("--warehouse", warehouse, "show", removed[0]["item_id"], "--json").stdout)
+    shown = json.loads(invoke("--warehouse", warehouse, "show", removed[0]["item_id"], "--json").stdout)
     assert [p["kind"] for p in shown["parents"]][:2] == ["rewrite", "rewrite"]
     assert {v["judge"] for v in shown["verdicts"]} == {"llm:positive", "llm:negative_instruction", "llm:negative_query"}

@@ -22,7 +22,7 @@ from ifsynth.schemas.errors import ConfigError
 from ifsynth.warehouse import audit
 from ifsynth.warehouse.export import release_for
 from ifsynth.warehouse.store import Warehouse
-from tests.conftest import REPO, cli
+from tests.conftest import REPO, invoke
 from tests.fake_openai import FakeOpenAI
 from tests.helpers import export_files, query
 
@@ -289,7 +289,7 @@ def test_the_export_reads_back_through_import_into_the_same_counts(good: dict[st
 
 
 def test_the_rules_reject_what_they_should_and_audit_says_why(sloppy: dict[str, Any]) -> None:
-    proc = cli("--warehouse", str(sloppy["warehouse"]), "audit", "--status", "rejected", "--json", "--limit", "0")
+    proc = invoke("--warehouse", str(sloppy["warehouse"]), "audit", "--status", "rejected", "--json", "--limit", "0")
     assert proc.returncode == 0, proc.stderr
     listed = json.loads(proc.stdout)
     rows = [r for r in listed if r["decided_by"] == "rules"]

@@ -12,7 +12,7 @@ import pytest
 
 from ifsynth.flows.recipes.infosearch.settings import DIMENSIONS
 from ifsynth.warehouse.store import Warehouse
-from tests.conftest import cli
+from tests.conftest import cli, invoke
 from tests.fake_openai import FakeOpenAI
 from tests.helpers import query
 
@@ -45,7 +45,7 @@ def test_random_answers_still_complete_all_six_dimensions(tmp_path: Path, make_f
     with Warehouse(warehouse, read_only=True) as wh:
         made = {r["dimension"] for r in query(wh, "SELECT DISTINCT payload->>'dimension' AS dimension FROM items")}
     assert made == set(DIMENSIONS)
-    export = cli("--warehouse", str(warehouse), "export", "--format", "infosearch", "--out", str(out))
+    export = invoke("--warehouse", str(warehouse), "export", "--format", "infosearch", "--out", str(out))
     assert export.returncode == 0, export.stderr
     # a dimension none of whose core queries survived the random answers is left out, and the export says so
     exported = sorted(p.name for p in out.iterdir() if p.is_dir())

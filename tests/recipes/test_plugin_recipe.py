@@ -16,7 +16,7 @@ from ifsynth.flows.run.runner import execute
 from ifsynth.flows.run.stage import Outcome
 from ifsynth.schemas.answers import RelevanceLabel, query_negatives
 from ifsynth.warehouse.store import Warehouse
-from tests.conftest import REPO, cli
+from tests.conftest import REPO, invoke
 from tests.fake_openai import FakeOpenAI
 from tests.helpers import at, env, field, item, ok, query, unusable
 
@@ -55,7 +55,7 @@ def made(server: FakeOpenAI, tmp_path_factory: pytest.TempPathFactory) -> dict[s
 
 
 def test_the_plugin_is_found_through_its_entry_point_and_named_by_no_file_of_ifsynth() -> None:
-    listed = json.loads(cli("recipes", "--json").stdout)
+    listed = json.loads(invoke("recipes", "--json").stdout)
     assert {row["recipe"] for row in listed} >= {"promptriever", "instructir"}
     assert recipe("promptriever").templates == ("instructions", "negatives", "judge")
     ours = [p for top in ("flows", "prompts", "schemas", "warehouse") for p in (REPO / top).rglob("*") if p.is_file()]
@@ -75,20 +75,20 @@ def test_a_run_keeps_the_negatives_its_judge_finds_relevant_to_the_query_alone(m
 
 def test_its_own_export_and_audit_and_report_work_as_ifsynths_own(made: dict[str, Any], server: FakeOpenAI) -> None:
     out, warehouse = made["root"] / "triplets", str(made["warehouse"])
-    exported = cli("--warehouse", warehouse, "export", "--format", "triplets", "--out", str(out))
+    exported = invoke("--warehouse", warehouse, "export", "--format", "triplets", "--out", str(out))
     assert exported.returncode == 0, exported.stderr
     rows = [json.loads(line) for line in (out / "train.jsonl").read_text().splitlines()]
     assert len(rows) == 12 and all("fails it" in row["negative"] for row in rows)
     assert {row["positive"] for row in rows} and all(row["instruction"].startswith("I want") for row in rows)
     assert "configs:" in (out / "README.md").read_text()
-    audit = cli("--warehouse", warehouse, "audit", "--stage", "judge", "--json")
+    audit = invoke("--warehouse", warehouse, "audit", "--stage", "judge", "--json")
     assert audit.returncode == 0, audit.stderr
     removed = json.loads(audit.stdout)  # what the judge removed, each with why
     assert len(removed) == 6 and all(row["status"] == "rejected" for row in removed)
     assert all("under the instruction: relevant" in row["reason"] for row in removed)
-    report = cli("--warehouse", warehouse, "report", "--out", str(made["root"] / "report.html"))
+    report = invoke("--warehouse", warehouse, "report", "--out", str(made["root"] / "report.html"))
     assert report.returncode == 0, report.stderr
-    wrong = cli("--warehouse", warehouse, "export", "--format", "followir", "--out", str(made["root"] / "x"))
+    wrong = invoke("--warehouse", warehouse, "export", "--format", "followir", "--out", str(made["root"] / "x"))
     assert wrong.returncode != 0 and "followir" in wrong.stderr
 
 

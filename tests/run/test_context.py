@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from ifsynth.warehouse.store import Warehouse
-from tests.conftest import cli
+from tests.conftest import cli, invoke
 from tests.fake_openai import FakeOpenAI
 from tests.helpers import sensible
 
@@ -59,7 +59,7 @@ def test_a_stopped_run_is_finished_by_its_flow_called_in_a_fresh_process(
     exports = {}
     for name, path in (("stopped", stopped), ("whole", whole)):
         out = tmp_path / f"export-{name}"
-        assert cli("--warehouse", str(path), "export", "--format", "beir", "--out", str(out)).returncode == 0
+        assert invoke("--warehouse", str(path), "export", "--format", "beir", "--out", str(out)).returncode == 0
         files = (p for p in out.rglob("*") if p.is_file() and p.suffix != ".md")
         exports[name] = {p.relative_to(out): p.read_bytes() for p in files}
     assert exports["stopped"] == exports["whole"] and exports["whole"]

@@ -21,7 +21,7 @@ from ifsynth.schemas.errors import ConfigError, IfsynthError
 from ifsynth.schemas.infir import FIELDS as INFIR_FIELDS
 from ifsynth.warehouse import stats as release_stats
 from ifsynth.warehouse.store import Warehouse
-from tests.conftest import SHARED_DATA, cli
+from tests.conftest import SHARED_DATA, invoke
 from tests.helpers import query
 
 INSTRUCTIR = SHARED_DATA / "instructir"
@@ -203,7 +203,7 @@ def followir_with_pool(root: Path) -> None:
 
 
 def evaluated(db: Path, *args: str) -> dict[str, Any]:
-    proc = cli("--warehouse", str(db), "evaluate", "core17", *args, "--json")
+    proc = invoke("--warehouse", str(db), "evaluate", "core17", *args, "--json")
     assert proc.returncode == 0, proc.stderr
     return json.loads(proc.stdout)
 
@@ -264,7 +264,7 @@ def test_rerank_without_a_pool_is_refused_in_one_line(tmp_path: Path) -> None:
     db = tmp_path / "w.duckdb"
     with Warehouse(db) as wh:
         import_release(wh, "followir", root, name="core17")
-    failed = cli("--warehouse", str(db), "evaluate", "core17", "--retriever", "bm25", "--rerank")
+    failed = invoke("--warehouse", str(db), "evaluate", "core17", "--retriever", "bm25", "--rerank")
     assert failed.returncode != 0 and failed.stderr.startswith("error: release `core17` has no top_ranked pool")
     assert len(failed.stderr.splitlines()) == 1
     scored = evaluated(db, "--retriever", "bm25", "--out", str(tmp_path / "bm25.trec"))
@@ -349,13 +349,13 @@ def test_a_malformed_run_file_is_named_by_line(tmp_path: Path) -> None:
 def test_cli_import_then_stats(tmp_path: Path) -> None:
     """Acceptance: `import instructir ... --name orig` then `stats orig --json` give the published figures."""
     warehouse = str(tmp_path / "w.duckdb")
-    first = cli("--warehouse", warehouse, "import", "instructir", str(INSTRUCTIR), "--name", "orig")
+    first = invoke("--warehouse", warehouse, "import", "instructir", str(INSTRUCTIR), "--name", "orig")
     assert first.returncode == 0, first.stderr
     assert "missing: corpus.jsonl" in first.stderr and "9906 instances" in first.stdout
-    again = cli("--warehouse", warehouse, "import", "instructir", str(INSTRUCTIR), "--name", "orig")
+    again = invoke("--warehouse", warehouse, "import", "instructir", str(INSTRUCTIR), "--name", "orig")
     assert again.returncode != 0 and again.stderr.startswith("error: a release named `orig` already exists")
     assert len(again.stderr.strip().splitlines()) == 1
-    proc = cli("--warehouse", warehouse, "stats", "orig", "--json")
+    proc = invoke("--warehouse", warehouse, "stats", "orig", "--json")
     assert proc.returncode == 0, proc.stderr
     s = json.loads(proc.stdout)
     assert (s["queries"], s["instances"]) == (1267, 9906)

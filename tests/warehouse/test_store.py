@@ -17,7 +17,7 @@ from ifsynth.schemas.errors import WarehouseError
 from ifsynth.schemas.records import CallRecord, RunRecord, VerdictRecord
 from ifsynth.warehouse import store
 from ifsynth.warehouse.store import Warehouse
-from tests.conftest import cli
+from tests.conftest import invoke
 from tests.helpers import query
 
 
@@ -203,10 +203,10 @@ def test_memory_limit_caps_duckdb_and_a_bad_one_is_one_clear_error(tmp_path: Pat
         Warehouse(path, memory_limit="lots")
     with Warehouse(path, read_only=True) as warehouse:  # nothing lost
         assert warehouse.cached(["key-1"])["key-1"]["response"] == '{"n":1}'
-    proc = cli("--warehouse", str(path), "--memory-limit", "lots", "runs")
+    proc = invoke("--warehouse", str(path), "--memory-limit", "lots", "runs")
     assert proc.returncode != 0 and "Traceback" not in proc.stderr
     assert proc.stderr.strip().count("\n") == 0 and "memory limit `lots`" in proc.stderr
-    assert cli("--warehouse", str(path), "--memory-limit", "64MB", "runs", "--json").returncode == 0
+    assert invoke("--warehouse", str(path), "--memory-limit", "64MB", "runs", "--json").returncode == 0
 
 
 def test_a_file_an_older_ifsynth_wrote_is_read_as_is_and_upgraded_by_a_writer(warehouse_path: Path) -> None:
