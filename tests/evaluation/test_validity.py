@@ -135,7 +135,7 @@ def test_p_mrr_is_the_chosen_metric_a_bootstrap_resamples(releases: Path, tmp_pa
     assert [row["original"] for row in report["systems"]] == pytest.approx(by_hand)
     assert report["metric"] == "p-mrr" and report["queries"] == [TOPICS, TOPICS]
     assert report["bootstrap"]["paired"] and report["bootstrap"]["kendall_tau"] == pytest.approx([1.0, 1.0])
-    done = cli("--warehouse", str(releases), "validity", "orig", "copy", *systems, "--metric", "wise")
+    done = invoke("--warehouse", str(releases), "validity", "orig", "copy", *systems, "--metric", "wise")
     assert done.returncode == 2 and "p-mrr" in done.stderr and "Traceback" not in done.stderr, done.stderr
 
 
