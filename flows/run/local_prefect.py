@@ -40,6 +40,9 @@ from ifsynth.schemas.errors import ConfigError
 STARTUP_SECONDS = 90.0
 IDLE_SECONDS = 1800.0
 CHECK_SECONDS = 5.0
+# How long the server may take to answer /health before it is taken for hung and replaced. Generous: on a
+# loaded machine a busy server answers in seconds, and replacing it would kill the runs that use it.
+HUNG_SECONDS = 20.0
 # No telemetry; the ephemeral profile of Prefect's services (a local run needs no scheduler); the UI on.
 SERVER_ENV = {
     "PREFECT_UI_ENABLED": "1",
@@ -97,7 +100,7 @@ def running(folder: Path | None = None) -> LocalServer | None:
         server = LocalServer(**json.loads((folder / "server.json").read_text()))
     except (OSError, ValueError, TypeError):
         return None
-    if server.prefect != prefect.__version__ or not _answers(server.url + "/health"):
+    if server.prefect != prefect.__version__ or not _answers(server.url + "/health", HUNG_SECONDS):
         _kill(server.pid)  # another version's, or hung: never two servers at once
         return None
     return server
@@ -153,9 +156,9 @@ def _start(folder: Path) -> LocalServer:
     return server
 
 
-def _answers(url: str) -> bool:
+def _answers(url: str, timeout: float = 2.0) -> bool:
     try:
-        with urllib.request.urlopen(url, timeout=2):
+        with urllib.request.urlopen(url, timeout=timeout):
             return True
     except OSError:
         return False

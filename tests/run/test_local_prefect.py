@@ -4,7 +4,9 @@ server of their own."""
 
 from __future__ import annotations
 
+import dataclasses
 import http.server
+import json
 import os
 import subprocess
 import sys
@@ -14,6 +16,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+import prefect
 import pytest
 
 from ifsynth.flows.run import local_prefect
@@ -141,12 +144,31 @@ def test_a_configured_server_that_does_not_answer_is_one_line_before_the_run(
     assert not warehouse.exists() and servers(home) == []
 
 
+def test_a_server_slow_to_answer_is_kept_not_replaced(home: Path) -> None:
+    """On a loaded machine a busy server may take seconds to answer its health check: taking it for hung and
+    replacing it would kill the runs that use it."""
+    folder = home / "ifsynth-server"
+    folder.mkdir(parents=True)
+    process = subprocess.Popen(["sleep", "120"])  # stands for the server's process
+    try:
+        with answering(delay=3) as url:
+            server = local_prefect.LocalServer(url, process.pid, prefect.__version__)
+            (folder / "server.json").write_text(json.dumps(dataclasses.asdict(server)))
+            assert local_prefect.running(folder) == server
+        assert process.poll() is None, "not killed"
+    finally:
+        process.kill()
+        process.wait()
+
+
 @contextmanager
-def answering() -> Iterator[str]:
-    """A server that answers Prefect's health check, as any running Prefect server does; its API URL."""
+def answering(delay: float = 0.0) -> Iterator[str]:
+    """A server that answers Prefect's health check, as any running Prefect server does, after ``delay``
+    seconds; its API URL."""
 
     class Health(http.server.BaseHTTPRequestHandler):
         def do_GET(self) -> None:
+            time.sleep(delay)
             self.send_response(200 if self.path == "/api/health" else 404)
             self.end_headers()
 
