@@ -39,6 +39,13 @@ def run_config(seeds: Path, base_url: str) -> dict[str, Any]:
     return config.model_dump(mode="json")
 
 
+def as_from_a_shell() -> None:
+    """A child started as a shell starts it, with Ctrl-C deliverable: a signal mask or an ignored SIGINT of the
+    test's process (a pytest-xdist worker that ran flows in process) would otherwise be inherited across exec."""
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def finished(deployment: str, parameters: dict[str, Any], seconds: float = 120) -> Any:
     """Start a flow run of ``deployment`` and wait until it has ended."""
     from prefect.client.orchestration import get_client
@@ -117,7 +124,8 @@ def test_prefect_yaml_deploys_every_recipe_to_a_pool_whose_worker_runs_a_config(
 def test_ifsynth_serve_runs_a_config_in_its_process_until_ctrl_c(seeds: Path, tmp_path: Path) -> None:
     env = {**os.environ, "PREFECT_RUNNER_POLL_FREQUENCY": "1"}
     server = subprocess.Popen([sys.executable, "-m", "ifsynth.flows.cli", "serve", "instructir"], cwd=REPO, env=env,
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                              preexec_fn=as_from_a_shell)  # fmt: skip
     try:
         deadline = time.monotonic() + 60
         while "instructir/served" not in deployments():
