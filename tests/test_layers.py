@@ -1,16 +1,21 @@
 """The house's rules, checked on the source: imports run one way, Prefect stays in the recipe flows and the
-task that runs a stage, SQL stays in warehouse/ (run by its Warehouse alone), and every package is installed."""
+task that runs a stage, SQL stays in warehouse/ (run by its Warehouse alone), and every package is installed;
+and, checked in a process of its own, the openai SDK loads only when a request is sent."""
 
 from __future__ import annotations
 
 import ast
 import importlib.util
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 from tests.conftest import REPO
+from tests.fake_openai import FakeOpenAI
+from tests.servers import free_port
 
 TOP = ("flows", "prompts", "schemas", "warehouse")
 # package -> what it must never import (prefixes of ``ifsynth.`` module names)
@@ -80,6 +85,32 @@ def test_prefect_is_imported_only_by_the_recipe_flows_the_stage_task_and_its_ser
     users = {str(path.relative_to(REPO)) for _, path, tree in modules()
              if any(m == "prefect" or m.startswith("prefect.") for m in imported(at_run_time(tree)))}  # fmt: skip
     assert users == PREFECT_ALLOWED
+
+
+def test_a_run_loads_the_openai_sdk_only_to_send_a_request(fake: FakeOpenAI) -> None:
+    """A run whose every answer is cached sends nothing: its command imports every module a run uses and looks
+    at the endpoint (``GET /models``), and the SDK and aiohttp, half a second of imports, stay unloaded."""
+    script = f"""
+import sys
+import ifsynth.flows.cli.app, ifsynth.flows.run.runner, ifsynth.flows.run.flows
+from ifsynth.flows.llm.route import preflight
+from ifsynth.flows.run.registry import recipes
+from ifsynth.schemas.config import Endpoint
+from ifsynth.schemas.errors import EndpointDown
+for declared in recipes().values():
+    declared.stage_list(declared.settings())  # every stage module, and through them the gateway
+preflight(Endpoint(base_url="{fake.base_url}"))
+try:
+    preflight(Endpoint(base_url="http://127.0.0.1:{free_port()}/v1"))  # the look is real: nothing listens
+except EndpointDown as down:
+    print(down)
+print(sorted(name for name in sys.modules if name.split(".")[0] in ("openai", "aiohttp")
+             and type(sys.modules[name]).__name__ != "_LazyModule"))
+"""
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=REPO, timeout=120)
+    assert done.returncode == 0, done.stderr
+    refused, loaded = done.stdout.strip().splitlines()
+    assert "cannot be reached" in refused and loaded == "[]"
 
 
 def test_sql_lives_only_in_the_warehouse() -> None:

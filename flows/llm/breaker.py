@@ -13,8 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-import openai
-
+from ifsynth.flows.llm import openai
 from ifsynth.flows.llm.retry import rejected
 from ifsynth.schemas.errors import EndpointDown
 

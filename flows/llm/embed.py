@@ -14,8 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import openai
-
+from ifsynth.flows.llm import openai
 from ifsynth.flows.llm.answers import call_cost
 from ifsynth.flows.llm.gateway import Gateway, GatewayFailure, Since, refused
 from ifsynth.flows.llm.pool import Pool

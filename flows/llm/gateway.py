@@ -16,11 +16,10 @@ import uuid
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TypeVar
 
-import openai
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_after_attempt
 from tenacity.stop import stop_base
 
-from ifsynth.flows.llm import batch
+from ifsynth.flows.llm import batch, openai
 from ifsynth.flows.llm.answers import call_cost, decode_completion, parse_answer
 from ifsynth.flows.llm.clock import SYSTEM_CLOCK, Clock
 from ifsynth.flows.llm.limits import Budget

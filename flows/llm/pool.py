@@ -17,8 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-import openai
-
+from ifsynth.flows.llm import openai
 from ifsynth.flows.llm.clock import SYSTEM_CLOCK, Clock
 from ifsynth.flows.llm.retry import rejected
 from ifsynth.flows.llm.route import Route

@@ -13,8 +13,7 @@ import random
 import time
 from typing import Any
 
-import openai
-
+from ifsynth.flows.llm import openai
 from ifsynth.schemas.records import Failure
 
 MAX_RETRY_AFTER = 60.0

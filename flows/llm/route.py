@@ -21,16 +21,12 @@ import re
 import socket
 import ssl
 from collections.abc import AsyncIterator, Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qsl, unquote, urlencode, urlsplit, urlunsplit
 
-import aiohttp
 import httpx2
-import openai
-from openai._models import FinalRequestOptions
-from openai.types import CreateEmbeddingResponse
 
-from ifsynth.flows.llm import loop
+from ifsynth.flows.llm import aiohttp, loop, openai
 from ifsynth.flows.llm.breaker import Breaker
 from ifsynth.flows.llm.clock import SYSTEM_CLOCK, Clock
 from ifsynth.flows.llm.limits import AdaptiveLimit, RateLimit
@@ -40,6 +36,9 @@ from ifsynth.flows.llm.retry import ReplyRejected, rejected
 from ifsynth.schemas.answers import Answer, fit_strings, strict_schema
 from ifsynth.schemas.config import Endpoint, RunConfig
 from ifsynth.schemas.errors import EndpointDown
+
+if TYPE_CHECKING:
+    from openai.types import CreateEmbeddingResponse
 
 # Hosts whose strict mode takes only a subset of JSON Schema (no string lengths); checked locally instead.
 STRICT_SUBSET_HOSTS = ("openai.com", "openai.azure.com")
@@ -174,30 +173,47 @@ def preflight(endpoint: Endpoint, notify: Callable[[str], None] = lambda _: None
 
 
 async def _look(endpoint: Endpoint, notify: Callable[[str], None]) -> None:
-    """``GET /models`` as a route sends a completion: the same client, reply guards and overall deadline."""
-    route = Route(endpoint, notify)
-    where = route.base_url
+    """``GET /models`` with the route's address, key and reply guards, under one deadline for the whole reply.
+    Sent with httpx alone, not the SDK: a run whose every answer is cached then never imports the SDK, and the
+    look needs nothing of it but the status and the body's size."""
+    key = sendable_key(endpoint.base_url, endpoint.api_key_env, notify)
+    where, secrets = public_url(endpoint.base_url), _secrets(endpoint.base_url, key)
+    addressing = _addressing(endpoint.base_url, key)
+    headers = {"Accept-Encoding": "identity", **(addressing["default_headers"] or {})}
+    if key is not None:
+        headers["Authorization"] = f"Bearer {key}"
+    within = min(endpoint.timeout, 15.0)
     try:
-        await route.models(min(endpoint.timeout, 15.0))
-    except (openai.AuthenticationError, openai.PermissionDeniedError) as exc:
-        raise EndpointDown(
-            f"endpoint {where} answered {exc.status_code}: check the key in {endpoint.api_key_env} "
-            "(and that it may use this model)"
-        ) from None
-    except openai.APITimeoutError:
-        pass  # slow to list models is not down; the run's own timeouts decide
-    except openai.APIConnectionError as exc:
+        async with (
+            httpx2.AsyncClient(
+                headers=headers,
+                params=addressing["default_query"],
+                timeout=within,
+                follow_redirects=False,
+                event_hooks={"response": [_guard]},
+            ) as client,
+            asyncio.timeout(within),
+        ):
+            response = await client.get(addressing["base_url"].rstrip("/") + "/models")
+            await response.aread()
+    except (TimeoutError, httpx2.TimeoutException):
+        return  # slow to list models is not down; the run's own timeouts decide
+    except Exception as exc:
         refusal = rejected(exc)
         if refusal is not None:
             raise EndpointDown(f"endpoint {where} sent a reply ifsynth refuses ({refusal}) to GET /models") from None
-        said = route.scrub(" ".join(str(exc.__cause__ or exc).split()))
+        if isinstance(exc, httpx2.TransportError):
+            said = scrub(" ".join(str(exc.__cause__ or exc).split()) or type(exc).__name__, secrets)
+            raise EndpointDown(
+                f"endpoint {where} cannot be reached ({said[:160]}): check --base-url and that the server is up"
+            ) from None
+        return  # whatever else: the run's breaker decides
+    if response.status_code in (401, 403):
         raise EndpointDown(
-            f"endpoint {where} cannot be reached ({said[:160]}): check --base-url and that the server is up"
-        ) from None
-    except Exception:  # servers without /models, or whatever else: the run's breaker decides
-        pass
-    finally:
-        await route.close()
+            f"endpoint {where} answered {response.status_code}: check the key in {endpoint.api_key_env} "
+            "(and that it may use this model)"
+        )
+    # anything else it answers (no /models, a redirect, a proxy's page) is left to the run's breaker
 
 
 def _preflight_pool(endpoint: Endpoint, notify: Callable[[str], None]) -> None:
@@ -282,6 +298,8 @@ class Route:
         failures are mapped to the SDK's exceptions as it maps them."""
         client = self.client
         if self._chat is None:
+            from openai._models import FinalRequestOptions  # the SDK's own request options, once per route
+
             made = client._build_request(FinalRequestOptions.construct(method="post", url="/chat/completions"))
             headers = httpx2.Headers(made.headers)
             headers.pop("Content-Length", None)  # each request's own
@@ -310,11 +328,6 @@ class Route:
             )
             return raw.parse(), raw.headers
         raise AssertionError("unreachable")
-
-    async def models(self, within: float) -> None:
-        """``GET /models`` through the same client, guards and deadline as a completion."""
-        async with self._exchange("GET", "/models", within):
-            await self.client.models.list()
 
     @contextlib.asynccontextmanager
     async def _exchange(self, method: str, path: str, within: float) -> AsyncIterator[None]:
