@@ -20,8 +20,7 @@ from ifsynth.schemas.errors import ConfigError
 from ifsynth.schemas.modes import RecipeMetrics
 
 if TYPE_CHECKING:  # stage modules import the gateway, and flows Prefect; a registry lookup must not
-    from prefect import Flow
-
+    from ifsynth.flows.run.flows import RecipeFlow
     from ifsynth.flows.run.stage import Stage
     from ifsynth.flows.seeds import SeedSource
 
@@ -76,9 +75,9 @@ class Recipe:
         """Where Prefect finds the recipe's flow: one generic flow per recipe, named after it."""
         return f"ifsynth.flows.run.flows:{self.name}"
 
-    def flow(self) -> Flow[..., Any]:
+    def flow(self) -> RecipeFlow:
         """The recipe's Prefect flow."""
-        flow: Flow[..., Any] = _load(self.flow_entrypoint)
+        flow: RecipeFlow = _load(self.flow_entrypoint)
         return flow
 
     def stage_list(self, params: RecipeParams, *, sharded: bool = False) -> list[Stage]:

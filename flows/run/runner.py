@@ -27,7 +27,7 @@ from ifsynth.warehouse.live import LiveServer
 from ifsynth.warehouse.store import Warehouse
 
 if TYPE_CHECKING:  # Prefect is imported once its quiet defaults are set (quiet_prefect)
-    from prefect import Flow
+    from ifsynth.flows.run.flows import RecipeFlow
 
 # Prefect in ifsynth's processes and the local server they share: quiet, offline, free of result caching.
 PREFECT_DEFAULTS = {
@@ -139,7 +139,7 @@ def _unused(config: RunConfig) -> set[Endpoint]:
 
 
 def _drive(
-    flow: Flow[..., Any],
+    flow: RecipeFlow,
     config: RunConfig,
     prompts: Prompts,
     templates: list[str],
@@ -156,7 +156,7 @@ def _drive(
             with LiveServer(warehouse, tracker.snapshot), recorded(warehouse, run_id):
                 # named as the run until the flow labels itself (flows/run/tasks.py), so the UI never shows
                 # Prefect's random name
-                named = flow.with_options(flow_run_name=f"{config.recipe}/{name}")
+                named = flow.named(f"{config.recipe}/{name}")
                 stages = cast("list[StageCounts]", named(str(warehouse_path), run_id))
         finally:
             deactivate(run_id)

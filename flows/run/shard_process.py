@@ -47,7 +47,7 @@ def main(argv: list[str]) -> int:
         with Warehouse(warehouse, read_only=True) as store:
             run = store.run(run_id)
         # the flow names and tags its run itself (flows/run/tasks.py)
-        recipe(run.recipe).flow().with_options(flow_run_name=f"{run.recipe}/{run.name}")(warehouse, run_id)
+        recipe(run.recipe).flow().named(f"{run.recipe}/{run.name}")(warehouse, run_id)
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
