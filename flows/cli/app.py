@@ -6,14 +6,17 @@ Any IfsynthError becomes one line on stderr and a non-zero exit code.
 
 from __future__ import annotations
 
+import atexit
 import json
 import os
 import signal
 import sys
+import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Annotated, Any, TypeVar, get_args
+from typing import Annotated, Any, NoReturn, TypeVar, get_args
 
 import typer
 from rich.console import Console
@@ -1117,6 +1120,26 @@ def main() -> None:
     sys.exit(code if isinstance(code, int) else 0)
 
 
+def script() -> NoReturn:
+    """The ``ifsynth`` command's process: ``main``, then an exit that skips the interpreter's clearing of its
+    ~3,000 modules, half a second of a fully cached rerun. What an exit must do still happens, in the
+    interpreter's order: threads joined and the hooks registered for that run (Prefect drains its event and
+    log queues there), then the ``atexit`` hooks."""
+    try:
+        main()
+        code = 0
+    except SystemExit as exc:
+        code = exc.code if isinstance(exc.code, int) else 0 if exc.code is None else 1
+    sys.stdout.flush()
+    sys.stderr.flush()
+    join_threads: Callable[[], None] = vars(threading)["_shutdown"]  # what Py_FinalizeEx calls first
+    join_threads()
+    atexit._run_exitfuncs()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
+
+
 def _exit_after_error(message: str, code: int) -> None:
     """One line, then exit without the interpreter's teardown: an exception that stopped a run still holds
     DuckDB objects through its frames, and their bindings report each one as leaked at shutdown (dozens of
@@ -1132,4 +1155,4 @@ def _exit_after_error(message: str, code: int) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    script()
