@@ -140,6 +140,33 @@ def stage_times(warehouse: Path, run_id: str) -> list[dict[str, Any]]:
     return stages
 
 
+def stage_seconds(flow_run_name: str, stages: int, wait: float = 30.0) -> float:
+    """The seconds the flow run's tasks (its stages, one task each) ran together, as the local Prefect server
+    the benchmark's commands share recorded them: in a fully cached rerun, the time to read its answers and
+    write its rows. Task runs reach the server as events, shortly after the command ends: waited for."""
+    url = json.loads((Path(prefect_home()) / "ifsynth-server" / "server.json").read_text())["url"]
+
+    def post(path: str, body: dict[str, Any]) -> Any:
+        request = urllib.request.Request(
+            url + path, json.dumps(body).encode(), {"Content-Type": "application/json"}, method="POST"
+        )
+        with urllib.request.urlopen(request, timeout=10) as response:
+            return json.load(response)
+
+    flow_runs = post("/flow_runs/filter", {"flow_runs": {"name": {"any_": [flow_run_name]}}})
+    if len(flow_runs) != 1:
+        raise RuntimeError(f"{len(flow_runs)} flow runs named {flow_run_name} on the benchmark's Prefect server")
+    deadline = time.monotonic() + wait
+    while True:
+        tasks = post("/task_runs/filter", {"flow_runs": {"id": {"any_": [flow_runs[0]["id"]]}}})
+        if (len(tasks) == stages and all(t["state_type"] == "COMPLETED" for t in tasks)) or time.monotonic() > deadline:
+            break
+        time.sleep(0.2)
+    if len(tasks) != stages:
+        raise RuntimeError(f"Prefect recorded {len(tasks)} task runs of {flow_run_name}, not {stages}")
+    return float(sum(t["total_run_time"] for t in tasks))
+
+
 def high_water_kb(pid: int) -> int:
     """VmHWM, the peak resident set the kernel has seen for the process (0 once it is gone)."""
     try:
