@@ -130,13 +130,15 @@ def descendants(pid: int) -> list[int]:
 @contextlib.contextmanager
 def fixed_reply(status: int, body: bytes = b"", headers: dict[str, str] | None = None) -> Iterator[FixedReply]:
     """An endpoint that answers every request with the same raw reply (a 401, an HTML 502, a gzip bomb ...),
-    counting the requests it got."""
+    keeping each request's path and headers."""
     hits: list[str] = []
+    sent: list[dict[str, str]] = []
 
     class Handler(http.server.BaseHTTPRequestHandler):
         def do_POST(self) -> None:
             self.rfile.read(int(self.headers.get("content-length") or 0))
             hits.append(self.path)
+            sent.append({name.lower(): value for name, value in self.headers.items()})
             self.send_response(status)
             for name, value in {"content-length": str(len(body)), **(headers or {})}.items():
                 self.send_header(name, value)
@@ -152,7 +154,7 @@ def fixed_reply(status: int, body: bytes = b"", headers: dict[str, str] | None =
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:
-        yield FixedReply(f"http://127.0.0.1:{server.server_address[1]}/v1", hits)
+        yield FixedReply(f"http://127.0.0.1:{server.server_address[1]}/v1", hits, sent)
     finally:
         server.shutdown()
         server.server_close()
@@ -171,3 +173,4 @@ class QuietServer(http.server.ThreadingHTTPServer):
 class FixedReply:
     base_url: str
     hits: list[str]
+    sent: list[dict[str, str]]  # each request's headers, names in lower case

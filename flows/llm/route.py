@@ -182,6 +182,9 @@ async def _look(endpoint: Endpoint, notify: Callable[[str], None]) -> None:
     headers = {"Accept-Encoding": "identity", **(addressing["default_headers"] or {})}
     if key is not None:
         headers["Authorization"] = f"Bearer {key}"
+    for variable, header in (("OPENAI_ORG_ID", "OpenAI-Organization"), ("OPENAI_PROJECT_ID", "OpenAI-Project")):
+        if os.environ.get(variable):  # as the SDK sends them: a key may be refused under the wrong organization
+            headers[header] = os.environ[variable]
     within = min(endpoint.timeout, 15.0)
     try:
         async with (

@@ -19,6 +19,7 @@ from ifsynth.schemas.errors import EndpointDown
 from ifsynth.warehouse.store import Warehouse
 from tests.fake_openai import FakeOpenAI
 from tests.helpers import GOOD, FakeClock, ask, config
+from tests.servers import fixed_reply
 
 
 @pytest.mark.parametrize("address, sent", [("192.0.2.7", False), ("127.0.0.1", True), ("::1", True)])
@@ -73,6 +74,23 @@ def test_the_look_at_models_takes_the_reply_guards(hostile: str, said: str) -> N
     with FakeOpenAI(hostile=hostile) as fake, pytest.raises(EndpointDown) as refused:
         preflight(Endpoint(base_url=fake.base_url, timeout=10))
     assert said in str(refused.value) and "refuses" in str(refused.value)
+
+
+def test_the_look_at_models_sends_what_a_request_sends_and_names_the_key_it_was_refused(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The look goes without the SDK, so it must send the key, organization and project the SDK would: a 401
+    there is the key's fault, said before the run, and the path keeps the URL's query."""
+    monkeypatch.setenv("MY_KEY", "sk-look-1234")
+    monkeypatch.setenv("OPENAI_ORG_ID", "org-look")
+    monkeypatch.setenv("OPENAI_PROJECT_ID", "proj-look")
+    with fixed_reply(401, b'{"error": {"message": "bad key"}}') as endpoint, pytest.raises(EndpointDown) as refused:
+        preflight(Endpoint(base_url=endpoint.base_url + "?api-version=2", api_key_env="MY_KEY", timeout=10))
+    assert "answered 401: check the key in MY_KEY" in str(refused.value)
+    assert endpoint.hits == ["/v1/models?api-version=2"]
+    sent = endpoint.sent[0]
+    assert sent["authorization"] == "Bearer sk-look-1234" and sent["accept-encoding"] == "identity"
+    assert sent["openai-organization"] == "org-look" and sent["openai-project"] == "proj-look"
 
 
 def test_the_deadline_runs_from_the_first_attempt_not_from_the_queue(warehouse_path: Path) -> None:
