@@ -9,7 +9,6 @@ import os
 import re
 import subprocess
 import sys
-import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -26,18 +25,13 @@ HTML = b"<html><body><h1>502 Bad Gateway</h1></body></html>"
 
 def run(
     base_url: str, warehouse: Path, *sets: str, command: Callable[..., subprocess.CompletedProcess[str]] = invoke
-) -> tuple[int, list[str], float]:
-    """A demo run, in the test's process unless ``command`` is ``cli``."""
+) -> tuple[int, list[str]]:
+    """A demo run, in the test's process unless ``command`` is ``cli``: its exit code and error lines."""
     args = ["--warehouse", str(warehouse), "run", "instructir", "--seeds", "demo", "--base-url", base_url,
             "--model", "m", "--set", "max_attempts=2", *(a for s in sets for a in ("--set", s))]  # fmt: skip
-    began = time.monotonic()
     proc = command(*args)
     assert "Traceback" not in proc.stderr and "leaked" not in proc.stderr
-    return (
-        proc.returncode,
-        [line for line in proc.stderr.splitlines() if line.startswith("error:")],
-        time.monotonic() - began,
-    )
+    return proc.returncode, [line for line in proc.stderr.splitlines() if line.startswith("error:")]
 
 
 def status_of(warehouse: Path) -> str:
@@ -58,9 +52,9 @@ def test_an_endpoint_that_cannot_serve_the_run_stops_it_in_one_line(
     tmp_path: Path, status: int, body: bytes, headers: dict[str, str], said: str
 ) -> None:
     with fixed_reply(status, body, headers) as endpoint:
-        code, errors, took = run(endpoint.base_url, tmp_path / "w.duckdb")
+        code, errors = run(endpoint.base_url, tmp_path / "w.duckdb")
         hits = len(endpoint.hits)
-    assert code == 4 and took < 30
+    assert code == 4
     assert len(errors) == 1 and said in errors[0], errors
     assert hits <= 16 + 10, "nothing is retried, and the run stops at once"  # the bound in flight, then a streak
     if status in (401, 403) or "content-encoding" in headers:  # refused when the run looks at the endpoint
@@ -90,7 +84,7 @@ def test_a_key_refused_is_named_before_any_chat_request(tmp_path: Path) -> None:
 
 def test_a_run_whose_asks_mostly_failed_is_not_completed(tmp_path: Path) -> None:
     with FakeOpenAI(rate_500=0.5) as fake:  # half the attempts fail; with 2 attempts a quarter of the asks
-        code, errors, _ = run(fake.base_url, tmp_path / "w.duckdb", command=cli)  # its process's own last words
+        code, errors = run(fake.base_url, tmp_path / "w.duckdb", command=cli)  # its process's own last words
     assert code == 5 and len(errors) == 1
     assert (
         "asks failed" in errors[0]
@@ -104,13 +98,13 @@ def test_a_run_whose_asks_mostly_failed_is_not_completed(tmp_path: Path) -> None
     audit = json.loads(invoke("--warehouse", warehouse, "audit", "--status", "failed", "--json").stdout)
     assert audit and {row["failure"] for row in audit} == {"transient"}
     with FakeOpenAI(rate_500=0.5) as fake:
-        code, _, _ = run(fake.base_url, tmp_path / "w.duckdb", "max_failure_share=1")
+        code, _ = run(fake.base_url, tmp_path / "w.duckdb", "max_failure_share=1")
     assert code == 0, "the share is a setting"
 
 
 def test_an_empty_release_is_not_exported(tmp_path: Path) -> None:
     with FakeOpenAI() as fake:  # random answers: the demo's small groups all fall to the group filter
-        code, _, _ = run(fake.base_url, tmp_path / "w.duckdb", "min_group_size=1000")
+        code, _ = run(fake.base_url, tmp_path / "w.duckdb", "min_group_size=1000")
     assert code == 0
     proc = invoke("--warehouse", str(tmp_path / "w.duckdb"), "export", "--out", str(tmp_path / "out"))
     assert proc.returncode != 0 and proc.stderr.strip().count("\n") == 0
