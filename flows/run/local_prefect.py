@@ -28,6 +28,7 @@ import subprocess
 import sys
 import threading
 import time
+import urllib.error
 import urllib.request
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager, suppress
@@ -100,7 +101,7 @@ def running(folder: Path | None = None) -> LocalServer | None:
         server = LocalServer(**json.loads((folder / "server.json").read_text()))
     except (OSError, ValueError, TypeError):
         return None
-    if server.prefect != prefect.__version__ or not _answers(server.url + "/health", HUNG_SECONDS):
+    if server.prefect != prefect.__version__ or not answers(server.url + "/health", HUNG_SECONDS):
         _kill(server.pid)  # another version's, or hung: never two servers at once
         return None
     return server
@@ -144,7 +145,7 @@ def _start(folder: Path) -> LocalServer:
         )
     server = LocalServer(url=f"http://127.0.0.1:{port}/api", pid=process.pid, prefect=prefect.__version__)
     deadline = time.monotonic() + STARTUP_SECONDS
-    while not _answers(server.url + "/health"):
+    while not answers(server.url + "/health"):
         if process.poll() is not None or time.monotonic() > deadline:
             _kill(process.pid)
             raise ConfigError(
@@ -156,11 +157,15 @@ def _start(folder: Path) -> LocalServer:
     return server
 
 
-def _answers(url: str, timeout: float = 2.0) -> bool:
+def answers(url: str, timeout: float = 2.0, *, any_status: bool = False) -> bool:
+    """Whether a server answers at ``url`` within ``timeout`` seconds: with a success, or, ``any_status``,
+    with whatever status (a server that wants a key is up all the same)."""
     try:
         with urllib.request.urlopen(url, timeout=timeout):
             return True
-    except OSError:
+    except urllib.error.HTTPError:
+        return any_status
+    except (OSError, ValueError):  # refused, timed out, no such host; ValueError: not a URL
         return False
 
 

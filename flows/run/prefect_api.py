@@ -12,13 +12,11 @@ import contextlib
 import os
 import socket
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from ifsynth.flows.run.local_prefect import local_prefect
+from ifsynth.flows.run.local_prefect import answers, local_prefect
 from ifsynth.schemas.errors import ConfigError
 
 
@@ -48,23 +46,11 @@ def prefect_api(notify: Callable[[str], None] = lambda _: None) -> Iterator[None
 def _check_configured(url: str) -> None:
     """A configured server that does not answer is one line that says what to do, before anything is run
     (Prefect's own client would retry, then fail with a RuntimeError)."""
-    if not _reachable(url.rstrip("/") + "/health"):
+    if not answers(url.rstrip("/") + "/health", any_status=True):
         raise ConfigError(
             f"no Prefect server answers at PREFECT_API_URL={url}: start it, or unset PREFECT_API_URL to use "
             "the local server ifsynth starts"
         )
-
-
-def _reachable(url: str) -> bool:
-    """Whether a server answers at ``url`` within two seconds, whatever its status (a server that wants a key
-    still answers): what tells a configured server that is down from one that is up."""
-    try:
-        with urllib.request.urlopen(url, timeout=2):
-            return True
-    except urllib.error.HTTPError:
-        return True
-    except (OSError, ValueError):  # refused, timed out, no such host; ValueError: not a URL
-        return False
 
 
 def api_url() -> str:
