@@ -306,11 +306,14 @@ def test_a_killed_worker_is_made_up_for_by_a_rerun(seeds: Path, one_process: dic
         ]
         parent = subprocess.Popen([sys.executable, "-m", "ifsynth.flows.cli", *args], cwd=REPO, text=True,
                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=os.environ.copy())  # fmt: skip
-        deadline = time.monotonic() + 120
-        while fake.stats()["requests"] < 40 or not any(descendants(w.pid) for w in workers):
+        deadline, victim = time.monotonic() + 120, None
+        while victim is None:  # a worker whose flow run is running: one killed while pending is never noticed
             assert time.monotonic() < deadline and parent.poll() is None
             time.sleep(0.05)
-        victim = next(w for w in workers if descendants(w.pid))
+            if fake.stats()["requests"] >= 40:
+                running = {int(r.infrastructure_pid) for r in flow_runs("pool-b") if r.state and r.state.is_running()
+                           and r.infrastructure_pid}  # fmt: skip
+                victim = next((w for w in workers if running & set(descendants(w.pid))), None)
         for pid in [victim.pid, *descendants(victim.pid)]:
             os.kill(pid, signal.SIGKILL)
         fake.configure(latency=0.01)  # killed: the other shard need not stay slow to the end
