@@ -144,7 +144,12 @@ def stage_seconds(flow_run_name: str, stages: int, wait: float = 30.0) -> float:
     """The seconds the flow run's tasks (its stages, one task each) ran together, as the local Prefect server
     the benchmark's commands share recorded them: in a fully cached rerun, the time to read its answers and
     write its rows. Task runs reach the server as events, shortly after the command ends: waited for."""
-    url = json.loads((Path(prefect_home()) / "ifsynth-server" / "server.json").read_text())["url"]
+    from ifsynth.flows.run.local_prefect import running
+
+    server = running(Path(prefect_home()) / "ifsynth-server")
+    if server is None:
+        raise RuntimeError("the benchmark's local Prefect server is not running")
+    url = server.url
 
     def post(path: str, body: dict[str, Any]) -> Any:
         request = urllib.request.Request(
