@@ -4,7 +4,8 @@
 
 A burst of 429s halves the bound (once per cool-down, so one burst counts once); each run of successes as
 long as the bound grows it by one, back up to the configured maximum. Waiters are woken one at a time, in
-order: waking all of them on every release costs O(concurrency) per request.
+order: waking all of them on every release costs O(concurrency) per request. A waiter of higher ``PRIORITY``
+goes first: stages that run together favour the later one, whose answers finish what is already begun.
 
 ``RateLimit``: requests and tokens per minute (token buckets), from config and ``x-ratelimit-*`` headers.
 ``Budget``: ``--max-calls`` and ``--max-cost``, reserved before each request is sent.
@@ -16,10 +17,14 @@ import asyncio
 import re
 from collections import deque
 from collections.abc import Mapping
+from contextvars import ContextVar
 from types import TracebackType
 
 from ifsynth.flows.llm.clock import SYSTEM_CLOCK, Clock
 from ifsynth.schemas.errors import BudgetExhausted
+
+# the priority of the requests the current task makes: higher ones take a free place first
+PRIORITY: ContextVar[int] = ContextVar("ifsynth_request_priority", default=0)
 
 
 class AdaptiveLimit:
@@ -32,21 +37,28 @@ class AdaptiveLimit:
         self._clock = clock
         self._successes = 0
         self._last_cut = -float("inf")
-        self._waiters: deque[asyncio.Future[None]] = deque()
+        self._waiters: dict[int, deque[asyncio.Future[None]]] = {}  # by priority
+        self._queued = 0
 
     async def __aenter__(self) -> None:
-        if self.in_flight < self.limit and not self._waiters:
+        if self.in_flight < self.limit and not self._queued:
             self.in_flight += 1
             return
         waiter = asyncio.get_running_loop().create_future()
-        self._waiters.append(waiter)
+        queue = self._waiters.get(PRIORITY.get())
+        if queue is None:
+            queue = self._waiters[PRIORITY.get()] = deque()
+            self._waiters = dict(sorted(self._waiters.items(), reverse=True))  # highest first
+        queue.append(waiter)
+        self._queued += 1
         try:
             await waiter  # the releaser counted us in before waking us
         except asyncio.CancelledError:
             if waiter.done() and not waiter.cancelled():
                 self._release()  # woken and cancelled at once: pass the slot on
-            elif waiter in self._waiters:  # a cancelled waiter may already have been passed over by _wake
-                self._waiters.remove(waiter)
+            elif waiter in queue:  # a cancelled waiter may already have been passed over by _wake
+                queue.remove(waiter)
+                self._queued -= 1
             raise
 
     async def __aexit__(self, *_: type[BaseException] | BaseException | TracebackType | None) -> None:
@@ -57,11 +69,13 @@ class AdaptiveLimit:
         self._wake()
 
     def _wake(self) -> None:
-        while self._waiters and self.in_flight < self.limit:
-            waiter = self._waiters.popleft()
-            if not waiter.done():
-                self.in_flight += 1
-                waiter.set_result(None)
+        for queue in self._waiters.values():
+            while queue and self.in_flight < self.limit:
+                waiter = queue.popleft()
+                self._queued -= 1
+                if not waiter.done():
+                    self.in_flight += 1
+                    waiter.set_result(None)
 
     def throttled(self) -> None:
         now = self._clock.monotonic()

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from ifsynth.flows.llm.gateway import Gateway
-from ifsynth.flows.llm.limits import AdaptiveLimit, Budget, RateLimit, parse_reset
+from ifsynth.flows.llm.limits import PRIORITY, AdaptiveLimit, Budget, RateLimit, parse_reset
 from ifsynth.schemas.errors import BudgetExhausted
 from ifsynth.warehouse.store import Warehouse
 from tests.fake_openai import FakeOpenAI
@@ -100,6 +100,35 @@ def test_the_bound_admits_waiters_in_order_as_it_grows() -> None:
         return order
 
     assert asyncio.run(go()) == [0, 1, 2, 3, 4]
+
+
+def test_a_waiter_of_higher_priority_takes_the_next_free_place() -> None:
+    """Stages that run together: a later stage's request, finishing what is begun, goes before an earlier
+    stage's that waited longer; among equals, the order they came in. A cancelled waiter holds no place."""
+
+    async def go() -> list[tuple[int, int]]:
+        limit = AdaptiveLimit(1)
+        order: list[tuple[int, int]] = []
+        release = asyncio.Event()
+
+        async def worker(priority: int, i: int) -> None:
+            PRIORITY.set(priority)
+            async with limit:
+                order.append((priority, i))
+                await release.wait()
+
+        holder = asyncio.ensure_future(worker(0, 0))
+        await asyncio.sleep(0)
+        waiting = [asyncio.ensure_future(worker(p, i)) for i, p in enumerate([0, 2, 1, 2, 0], 1)]
+        gone = asyncio.ensure_future(worker(3, 9))
+        await asyncio.sleep(0)
+        gone.cancel()
+        release.set()
+        await asyncio.gather(holder, *waiting)
+        assert limit.in_flight == 0
+        return order
+
+    assert asyncio.run(go()) == [(0, 0), (2, 2), (2, 4), (1, 3), (0, 1), (0, 5)]
 
 
 def test_budget_refuses_the_call_past_the_limit() -> None:
