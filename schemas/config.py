@@ -121,6 +121,11 @@ class RunConfig(Config):
     max_cost: float | None = Field(None, gt=0, description="US dollars this invocation may spend, from `prices`")
     batch: bool = Field(False, description="send uncached requests through the OpenAI Batch API, stage by stage")
     batch_poll_seconds: float = Field(30.0, gt=0, description="seconds between polls of a pending batch")
+    stage_by_stage: bool = Field(
+        False,
+        description="each LLM stage waits for the one before it to finish, instead of taking each seed's items "
+        "as soon as they are decided (the output is the same; debugging, or comparing the two)",
+    )
     max_failure_share: float = Field(
         0.05, ge=0, le=1, description="a run whose failed requests exceed this share of its asks ends failed"
     )

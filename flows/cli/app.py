@@ -422,7 +422,9 @@ def funnel(
         _print_funnel(report)
         now = report.get("in_progress")
         if now:
-            out.print(f"in progress: {now['stage']} {now['done']}/{now['total']}")
+            from ifsynth.flows.run.context import in_progress
+
+            out.print(f"in progress: {in_progress(now)}")
         if reasons:
             _print_reasons(report["reasons"])
 

@@ -57,6 +57,10 @@ class RichProgress:
         else:
             self._tasks[stage] = self._bars.add_task(stage, total=total, rate="")
 
+    def more(self, stage: str, n: int) -> None:
+        task = self._tasks[stage]
+        self._bars.update(task, total=(self._bars.tasks[task].total or 0) + n)
+
     def advance(self, stage: str, n: int = 1) -> None:
         task = self._tasks[stage]
         self._bars.advance(task, n)

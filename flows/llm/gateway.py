@@ -90,7 +90,7 @@ class PastDeadline(stop_base):
 
 
 class Gateway:
-    """Answers asks for one run, one stage at a time; open it with ``async with``."""
+    """Answers asks for one run: one stage, or the stages that run together; open it with ``async with``."""
 
     def __init__(
         self,
@@ -136,11 +136,16 @@ class Gateway:
         return self._by_role[role].first
 
     async def ask_many(
-        self, stage: str, asks: Sequence[Ask[A]], on_reply: Callable[[int, Reply[A]], None] | None = None
+        self,
+        stage: str,
+        asks: Sequence[Ask[A]],
+        on_reply: Callable[[int, Reply[A]], None] | None = None,
+        started: asyncio.Event | None = None,
     ) -> list[Reply[A]]:
         """Answer every ask, cached ones first; concurrency is bounded per endpoint. ``on_reply(i, reply)`` is
         called as each answer arrives (``i``: its place in ``asks``), so a caller handles it while the others
-        are in flight; if it raises, the asks still in flight are dropped and its error is raised.
+        are in flight; if it raises, the asks still in flight are dropped and its error is raised. ``started``
+        is set once every ask has been looked up in the cache and started.
 
         Asks are keyed and looked up in the cache a chunk at a time, the next chunk while half of one still
         waits to be sent: preparing holds the event loop (answers that arrive meanwhile wait), so a whole
@@ -212,6 +217,8 @@ class Gateway:
                     for n, (ask, request) in enumerate(pairs)
                 ]
                 await asyncio.sleep(0)  # let these requests go out
+        if started is not None:
+            started.set()
         replies = await asyncio.gather(*tasks, return_exceptions=True)
         if stopped:
             raise next((e for e in stopped if isinstance(e, EndpointDown)), stopped[0])

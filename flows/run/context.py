@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable, Iterator
+from concurrent.futures import Future
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -34,6 +35,9 @@ class Progress(Protocol):
 
     def start(self, stage: str, total: int) -> None: ...
 
+    def more(self, stage: str, n: int) -> None:
+        """``n`` more inputs for a running stage: one fed by the stage before it as that one goes."""
+
     def advance(self, stage: str, n: int = 1) -> None: ...
 
     def finish(self, stage: str, counts: StageCounts) -> None: ...
@@ -46,6 +50,9 @@ class NoProgress:
     def start(self, stage: str, total: int) -> None:
         pass
 
+    def more(self, stage: str, n: int) -> None:
+        pass
+
     def advance(self, stage: str, n: int = 1) -> None:
         pass
 
@@ -55,46 +62,55 @@ class NoProgress:
 
 class Lines:
     """Progress as lines, for a log (a file, a scheduler's output, Prefect's flow-run log): a stage's start,
-    a line every ``every`` seconds while it runs, and its end."""
+    a line every ``every`` seconds while it runs, and its end; stages that run together each have theirs."""
 
     def __init__(self, say: Callable[[str], None], every: float = 30.0) -> None:
         self.say, self.every = say, every
-        self._done = self._total = 0
-        self._began = self._said = 0.0
+        self._stages: dict[str, _Tally] = {}
 
     def note(self, message: str) -> None:
         self.say(message)
 
     def start(self, stage: str, total: int) -> None:
-        self._done, self._total = 0, total
-        self._began = self._said = time.monotonic()
-        self.say(f"{stage}: {total} inputs")
+        self._stages[stage] = _Tally(total)
+        self.say(f"{stage}: {total} inputs" if total else f"{stage}: started, its inputs counted as they come")
+
+    def more(self, stage: str, n: int) -> None:
+        self._stages[stage].total += n
 
     def advance(self, stage: str, n: int = 1) -> None:
-        self._done += n
+        tally = self._stages[stage]
+        tally.done += n
         now = time.monotonic()
-        if now - self._said >= self.every:
-            self._said = now
-            rate = self._done / (now - self._began)
-            left = f", about {(self._total - self._done) / rate:.0f} s left" if rate > 0 else ""
-            self.say(f"{stage}: {self._done}/{self._total}, {rate:.1f}/s{left}")
+        if now - tally.said >= self.every:
+            tally.said = now
+            rate = tally.done / (now - tally.began)
+            left = f", about {(tally.total - tally.done) / rate:.0f} s left" if rate > 0 else ""
+            self.say(f"{stage}: {tally.done}/{tally.total}, {rate:.1f}/s{left}")
 
     def finish(self, stage: str, counts: StageCounts) -> None:
-        took = time.monotonic() - self._began
+        took = time.monotonic() - self._stages.pop(stage).began
         self.say(
             f"{stage}: done in {took:.0f} s: {counts.n_out} out, {counts.rejected} rejected, "
             f"{counts.parse_error + counts.failed} unanswered, {counts.cached} from cache, {counts.sent} sent"
         )
 
 
+@dataclass
+class _Tally:
+    total: int
+    done: int = 0
+    began: float = field(default_factory=time.monotonic)
+    said: float = field(default_factory=time.monotonic)
+
+
 class Tracker:
-    """A Progress that remembers the stage in progress, for readers of a live run, and passes everything on
+    """A Progress that remembers the stages in progress, for readers of a live run, and passes everything on
     to its listeners (the command's display; Prefect's log of the flow run)."""
 
     def __init__(self, inner: Progress) -> None:
         self.listeners: list[Progress] = [inner]
-        self.stage: str | None = None
-        self.done = self.total = 0
+        self.running: dict[str, list[int]] = {}  # stage -> [done, total], in the order they started
 
     @contextmanager
     def listening(self, listener: Progress) -> Iterator[None]:
@@ -109,22 +125,37 @@ class Tracker:
             listener.note(message)
 
     def start(self, stage: str, total: int) -> None:
-        self.stage, self.done, self.total = stage, 0, total
+        self.running[stage] = [0, total]
         for listener in self.listeners:
             listener.start(stage, total)
 
+    def more(self, stage: str, n: int) -> None:
+        self.running[stage][1] += n
+        for listener in self.listeners:
+            listener.more(stage, n)
+
     def advance(self, stage: str, n: int = 1) -> None:
-        self.done += n
+        self.running[stage][0] += n
         for listener in self.listeners:
             listener.advance(stage, n)
 
     def finish(self, stage: str, counts: StageCounts) -> None:
-        self.stage = None
+        self.running.pop(stage, None)
         for listener in self.listeners:
             listener.finish(stage, counts)
 
     def snapshot(self) -> dict[str, Any] | None:
-        return None if self.stage is None else {"stage": self.stage, "done": self.done, "total": self.total}
+        """The first stage in progress (``stage``, ``done``, ``total``) and, under ``stages``, every one."""
+        running = list(self.running.items())  # one step under the GIL: the live server's thread reads it
+        stages = [{"stage": stage, "done": done, "total": total} for stage, (done, total) in running]
+        return {**stages[0], "stages": stages} if stages else None
+
+
+def in_progress(now: dict[str, Any]) -> str:
+    """A live run's stages in progress, as a line: ``rewrite 300/800, judge_relevance 120/290`` (a stage that
+    runs with those before it, not fed yet, is left out)."""
+    stages = now.get("stages", [now])
+    return ", ".join(f"{s['stage']} {s['done']}/{s['total']}" for s in [s for s in stages if s["total"]] or stages[:1])
 
 
 @dataclass
@@ -140,6 +171,8 @@ class RunContext:
     # (item, stage) -> people's decision, which overrides the stage's own (flows/run/stage.py)
     humans: dict[tuple[str, str], str] = field(default_factory=dict)
     overruled: set[tuple[str, str]] = field(default_factory=set)
+    # stage ordinal -> its counts, for the stages the flow runs together (flows/run/pipeline.py)
+    together: dict[int, Future[StageCounts]] = field(default_factory=dict)
 
     @classmethod
     def build(

@@ -16,6 +16,8 @@ from prefect.task_runners import TaskRunner, ThreadPoolTaskRunner
 from ifsynth.flows.run.registry import recipe, recipes
 from ifsynth.flows.run.tasks import run_stages
 
+TASK_THREADS = 32  # more than any recipe has stages
+
 
 class RecipeFlow(Flow[..., Any]):
     """A recipe's flow. Its parameters are JSON values already (a path, a run id, a config), so they are
@@ -45,8 +47,9 @@ def _json(value: object) -> bool:
 
 
 def _made(name: str, description: str | None, flow_run_name: str | None = None) -> RecipeFlow:
-    # one stage at a time; Prefect's own annotation of task_runner is narrower than the runners it takes
-    runner = cast("TaskRunner[PrefectFuture[Any]]", ThreadPoolTaskRunner(max_workers=1))
+    # the tasks of stages that run together wait in threads of their own (flows/run/tasks.py); Prefect's own
+    # annotation of task_runner is narrower than the runners it takes
+    runner = cast("TaskRunner[PrefectFuture[Any]]", ThreadPoolTaskRunner(max_workers=TASK_THREADS))
     return RecipeFlow(run_stages, name=name, description=description, task_runner=runner, flow_run_name=flow_run_name)
 
 

@@ -29,7 +29,7 @@ from pydantic import ValidationError
 
 from ifsynth.flows.llm.local_model import LOCAL_BASE_URL
 from ifsynth.flows.llm.route import url_secrets
-from ifsynth.flows.run.context import Progress
+from ifsynth.flows.run.context import Progress, in_progress
 from ifsynth.flows.run.prefect_api import api_url, check_work_pool, prefect_api, run_on_pool
 from ifsynth.flows.run.registry import recipe
 from ifsynth.flows.run.runner import Started, checked, execute, fingerprint, open_run
@@ -223,7 +223,7 @@ def watched(shards: list[ShardRun]) -> str:
             report = None
         now = (report or {}).get("in_progress")
         if now:
-            parts.append(f"{shard.shard.index}: {now['stage']} {now['done']}/{now['total']}")
+            parts.append(f"{shard.shard.index}: {in_progress(now)}")
         else:
             done = len((report or {}).get("stages", []))
             parts.append(f"{shard.shard.index}: {'starting' if report is None else f'{done} stages done'}")

@@ -15,6 +15,7 @@ through a ``StageWriter`` no stage sees. A recipe is an ordered list of stages; 
 
 from __future__ import annotations
 
+import asyncio
 from abc import ABC, abstractmethod
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -153,8 +154,9 @@ class StageWriter:
         ctx.warehouse.clear_stage(ctx.run_id, self.stage)
         ctx.progress.start(self.stage, total)
 
-    def add(self, input_id: str | None, outcome: Outcome) -> None:
-        """Record one input's outcome; a judged input that did not pass takes the matching status.
+    def add(self, input_id: str | None, outcome: Outcome) -> Outcome:
+        """Record one input's outcome; a judged input that did not pass takes the matching status. Returns the
+        outcome that counts.
 
         Where a person decided this input at this stage, their decision is the one that counts, in this one
         place for every stage: an accept lets a rejected input go on (as far as later stages have answers for
@@ -177,6 +179,7 @@ class StageWriter:
         self._status["rejected"].extend(outcome.rejects)
         self.ctx.warehouse.add_items(outcome.items)
         self.ctx.warehouse.add_verdicts(outcome.verdicts)
+        return outcome
 
     def _in_shard(self, outcome: Outcome) -> Outcome:
         """In a shard's run, the first stage (one seed per input) passes on, and counts, only the seeds of its
@@ -225,6 +228,12 @@ class Stage(ABC):
 
 Decided = tuple[str | None, Outcome]  # an input's id (None: nothing to mark) and its outcome
 Pending = tuple[Any, list[Ask], list[Reply]]  # an input, the asks it waits on, and its replies so far
+Record = Callable[[Any, Outcome], None]  # takes an input's outcome once ``handle`` has decided it
+
+
+def status_of(decision: Decision | Literal["set_aside"]) -> ItemStatus | None:
+    """The status an input takes for a decision (none: it stays as it is)."""
+    return _STATUS.get(decision) if decision != "set_aside" else None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -291,6 +300,9 @@ class LLMStage(Stage, Generic[T]):
     # shorter form of a narrative) or one whose outcome is on items of its own (IFIR's level attempts) leaves
     # its input as it is, its verdicts still on record
     marks_input: ClassVar[bool] = True
+    # its inputs from a group are ``entries`` of that group's source items alone, so it can take each group
+    # as the stage before it finishes it (flows/run/pipeline.py); a stage that reads otherwise says False
+    streams: ClassVar[bool] = True
 
     @property
     def templates(self) -> tuple[str, ...]:
@@ -317,7 +329,14 @@ class LLMStage(Stage, Generic[T]):
         """Pages of inputs; ``None`` means every ``ok`` item of ``source``."""
         if self.keep is None:
             return None
-        return pages_where(ctx, self.source, self.keep)  # type: ignore[return-value]
+        pages = (self.entries(page) for page in ctx.warehouse.items(ctx.run_id, self.source))
+        return [page for page in pages if page]  # held, so the total is known: such stages serve hundreds
+
+    def entries(self, items: list[ItemRecord]) -> list[T]:
+        """The inputs among some whole groups' items of ``source``, whatever their status: the ``ok`` ones
+        ``keep`` accepts."""
+        keep = self.keep
+        return [i for i in items if i.status == "ok" and (keep is None or keep(i))]  # type: ignore[misc]
 
     def input_id(self, entry: T) -> str:
         return entry.item_id  # type: ignore[attr-defined]
@@ -341,26 +360,31 @@ class LLMStage(Stage, Generic[T]):
         writer = StageWriter(ctx, stage.name, order, total)
         tally = {"cached": 0, "sent": 0}
 
+        def record(entry: Any, outcome: Outcome) -> None:
+            writer.add(stage.input_id(entry) if stage.marks_input else None, outcome)
+
         async def answer_all() -> None:
             async with run_gateway(ctx) as gw:
                 for page in pages if pages is not None else ctx.warehouse.items(ctx.run_id, stage.source):
-                    await stage._answer(env, gw, page, writer, tally, lambda: ctx.progress.advance(stage.name))
+                    await stage.answer_page(env, gw, page, record, tally, lambda: ctx.progress.advance(stage.name))
 
         loop.run(answer_all())
         return writer.close(**tally)
 
-    async def _answer(
+    async def answer_page(
         self,
         env: Env,
         gw: Gateway,
         page: Sequence[Any],
-        writer: StageWriter,
+        record: Record,
         tally: dict[str, int],
         advance: Callable[[], None],
+        started: asyncio.Event | None = None,
     ) -> None:
         """One page, in rounds: every input's pending asks go out together; each input is decided (and what
-        ``handle`` makes of it written) as soon as its last answer of the round arrives, while the others are
-        still in flight, and what it asks next goes out in the next round."""
+        ``handle`` makes of it recorded) as soon as its last answer of the round arrives, while the others
+        are still in flight, and what it asks next goes out in the next round. ``started`` is set once the
+        first round's asks are all looked up in the cache and started."""
         asks = []
         for entry in page:  # all rendered first: template errors stop here
             with blame(self.name, env.run_id, self.input_id(entry)):
@@ -368,17 +392,18 @@ class LLMStage(Stage, Generic[T]):
         pending: list[Pending] = [(e, a, []) for e, a in zip(page, asks, strict=True)]
         first = True
         while pending:
-            pending = await self._round(env, gw, pending, writer, tally, advance if first else None)
-            first = False
+            pending = await self._round(env, gw, pending, record, tally, advance if first else None, started)
+            first, started = False, None
 
     async def _round(
         self,
         env: Env,
         gw: Gateway,
         pending: list[Pending],
-        writer: StageWriter,
+        record: Record,
         tally: dict[str, int],
         advance: Callable[[], None] | None,
+        started: asyncio.Event | None,
     ) -> list[Pending]:
         """Ask every pending input's asks; decide each input once its last answer is in. Returns the inputs
         that ask more, in page order."""
@@ -398,7 +423,7 @@ class LLMStage(Stage, Generic[T]):
             if isinstance(result, FollowUp):
                 later[at] = (entry, result.asks, [*before, *mine])
             else:
-                writer.add(self.input_id(entry) if self.marks_input else None, result)
+                record(entry, result)
 
         def answered(index: int, reply: Reply) -> None:
             at = owner[index]
@@ -411,7 +436,8 @@ class LLMStage(Stage, Generic[T]):
 
         for at in [at for at, count in enumerate(left) if count == 0]:  # nothing to ask: decided at once
             decide(at)
-        await gw.ask_many(self.name, [ask for _, asks, _ in pending for ask in asks], on_reply=answered)
+        asks = [ask for _, asks, _ in pending for ask in asks]
+        await gw.ask_many(self.name, asks, on_reply=answered, started=started)
         return [later[at] for at in sorted(later)]
 
 
@@ -420,14 +446,3 @@ def run_gateway(ctx: RunContext) -> Gateway:
     return Gateway(
         ctx.config, ctx.warehouse, ctx.run_id, seed=ctx.params.seed, budget=ctx.budget, notify=ctx.progress.note
     )
-
-
-def pages_where(
-    ctx: RunContext, source: str, keep: Callable[[ItemRecord], bool], *, status: ItemStatus | None = "ok"
-) -> list[list[ItemRecord]]:
-    """The pages of ``source`` with only the items ``keep`` accepts, for a stage that serves some of them.
-
-    Held as a list, so the stage knows its total up front; such stages serve hundreds of items, not millions.
-    """
-    pages = ([item for item in page if keep(item)] for page in ctx.warehouse.items(ctx.run_id, source, status=status))
-    return [page for page in pages if page]

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any
+from typing import Any, cast
 from uuid import UUID
 
 from prefect import get_run_logger, task
@@ -18,9 +18,11 @@ from prefect.logging.handlers import APILogWorker
 from prefect.runtime import flow_run
 
 from ifsynth.flows.run.context import Lines, RunContext, attach, check_failures, context
+from ifsynth.flows.run.pipeline import Pipeline, together
 from ifsynth.flows.run.registry import recipe
 from ifsynth.flows.run.runner import start
 from ifsynth.flows.run.signals import stoppable
+from ifsynth.flows.run.stage import LLMStage, Stage
 from ifsynth.schemas.config import RunConfig
 from ifsynth.schemas.errors import ConfigError
 from ifsynth.schemas.records import StageCounts
@@ -31,6 +33,9 @@ from ifsynth.warehouse.cards import markdown as card_markdown
 @task
 def run_stage(run_id: str, order: int) -> StageCounts:
     ctx = context(run_id)
+    together = ctx.together.get(order)
+    if together is not None:  # the flow runs it with the stages beside it; this task stands for it
+        return together.result()
     stage = recipe(ctx.recipe).stage_list(ctx.params, sharded=ctx.config.shard is not None)[order - 1]
     return stage.run(ctx, order)
 
@@ -47,16 +52,37 @@ def run_stages(warehouse: str, run_id: str = "", config: dict[str, Any] | None =
     with stoppable(), attach(run_id, warehouse) as ctx:
         _label(ctx)
         stages = recipe(ctx.recipe).stage_list(ctx.params, sharded=ctx.config.shard is not None)
+        sets = [[order] for order in range(1, len(stages) + 1)]
+        if not ctx.config.stage_by_stage:
+            sets = together(stages, batch=ctx.config.batch)
         try:
             with ctx.progress.listening(Lines(get_run_logger().info)):
-                counts = [
-                    run_stage.with_options(name=stage.name)(run_id, order) for order, stage in enumerate(stages, 1)
-                ]
+                counts = []
+                for orders in sets:
+                    if len(orders) == 1:
+                        counts.append(run_stage.with_options(name=stages[orders[0] - 1].name)(run_id, orders[0]))
+                    else:
+                        counts += _run_together(ctx, [(order, stages[order - 1]) for order in orders])
         finally:
             APILogWorker.drain_all(timeout=5)  # sent before the flow run ends: a worker's process may not outlive it
         check_failures(ctx.warehouse, run_id, counts, ctx.config.max_failure_share)
         _publish(ctx.warehouse, run_id)
         return counts
+
+
+def _run_together(ctx: RunContext, members: list[tuple[int, Stage]]) -> list[StageCounts]:
+    """LLM stages run together in this thread (a stop signal reaches their event loop), each with its task
+    run in Prefect, under way while its stage is and ending with its counts or its error."""
+    pipeline = Pipeline(ctx, [(order, cast("LLMStage[Any]", stage)) for order, stage in members])
+    ctx.together.update(pipeline.results)
+    tasks = [run_stage.with_options(name=stage.name).submit(ctx.run_id, order) for order, stage in members]
+    try:
+        return pipeline.run()
+    finally:
+        for submitted in tasks:
+            submitted.wait()
+        for order, _ in members:
+            del ctx.together[order]
 
 
 def _label(ctx: RunContext) -> None:

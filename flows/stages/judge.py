@@ -94,11 +94,14 @@ class JudgePick(LLMStage[Siblings]):
 
     def inputs(self, ctx: RunContext) -> Iterator[list[Siblings]]:
         for page in ctx.warehouse.items(ctx.run_id, self.source, status=None):
-            groups: dict[str, list[ItemRecord]] = {}
-            for item in page:
-                if item.status in ("ok", "rejected"):  # a sibling rejected earlier still serves as a distractor
-                    groups.setdefault(item.group_id, []).append(item)
-            yield [(item, siblings) for siblings in groups.values() for item in siblings if item.status == "ok"]
+            yield self.entries(page)
+
+    def entries(self, items: list[ItemRecord]) -> list[Siblings]:
+        groups: dict[str, list[ItemRecord]] = {}
+        for item in items:
+            if item.status in ("ok", "rejected"):  # a sibling rejected earlier still serves as a distractor
+                groups.setdefault(item.group_id, []).append(item)
+        return [(item, siblings) for siblings in groups.values() for item in siblings if item.status == "ok"]
 
     def input_id(self, entry: Siblings) -> str:
         return entry[0].item_id

@@ -36,6 +36,7 @@ Judged = tuple[ItemRecord, ItemRecord]
 @dataclass(frozen=True, kw_only=True)
 class LabelDocuments(LLMStage[Judged]):
     reads: ClassVar[type[Payload]] = PassageItem  # with what each is judged against, an ``InstructedItem``
+    streams: ClassVar[bool] = False  # its pairs are read by ``pairs``, from more than the source's groups
     role: Role = "judge"
     pairs: Callable[[RunContext, str], list[list[Judged]]]
     window_words: int | None  # none: the document whole

@@ -1,0 +1,258 @@
+"""LLM stages that run together: each group of seeds goes on to the next stage as soon as the stage before
+has finished it, and all of them ask through one gateway, under one concurrency bound.
+
+Run one after the other, each stage's last requests leave the bound half empty while they finish (a tail of
+up to one latency per round of the stage), and nothing is asked between two stages. Run together, the bound
+stays full until the last group's last stage: the run costs what its requests cost.
+
+What a stage decides does not change: a group (the items of one seed's query) reaches stage k only once
+every stage before k in the run has decided all of it, so stage k sees the group exactly as it would have
+read it from the warehouse after those stages, and each stage takes from its group with its own ``entries``.
+The statuses the earlier stages give their inputs are applied here, in memory, as they are decided (in the
+warehouse they are applied when each stage closes, as before). Requests of a later stage take a free place
+before those of an earlier one, so groups finish in the order they began, and at most ``in_flight`` groups
+are between the first stage and the last: memory is bounded however many seeds the run has.
+
+Which stages run together (``together``): consecutive LLM stages that take their groups this way (``streams``),
+each reading the source of the first or the items of a stage before it in the same run; a rule stage, or a
+stage that reads otherwise, runs on its own, after the ones before it have all finished. Batch mode runs every
+stage on its own (a batch is a stage's uncached requests at once).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import defaultdict
+from collections.abc import Coroutine, Iterator, Sequence
+from concurrent.futures import Future
+from dataclasses import dataclass, field
+from typing import Any
+
+from ifsynth.flows.llm import loop
+from ifsynth.flows.llm.gateway import Gateway
+from ifsynth.flows.llm.limits import PRIORITY
+from ifsynth.flows.run.context import RunContext
+from ifsynth.flows.run.stage import Env, LLMStage, Outcome, Stage, StageWriter, run_gateway, stage_env, status_of
+from ifsynth.schemas.errors import BudgetExhausted
+from ifsynth.schemas.records import ItemRecord, ItemStatus, StageCounts
+
+IN_FLIGHT_PER_PLACE = 2  # groups between the first stage and the last, per place under the concurrency bound
+
+
+def together(stages: Sequence[Stage], *, batch: bool = False) -> list[list[int]]:
+    """The run's stages (ordinals from 1) in the sets that run together, in run order."""
+    plan: list[list[int]] = []
+    readable: set[str] = set()  # what the current set's next stage may read
+    for order, stage in enumerate(stages, 1):
+        joins = isinstance(stage, LLMStage) and stage.streams and not batch
+        if plan and joins and isinstance(stage, LLMStage) and stage.source in readable:
+            plan[-1].append(order)
+        else:
+            plan.append([order])
+            readable = {stage.source} if joins and isinstance(stage, LLMStage) else set()
+        if joins:
+            readable.add(stage.name)
+    return plan
+
+
+@dataclass
+class _Feed:
+    """A stage's side of the run: the groups handed to it and not yet asked, and how many of each group's
+    inputs it has still to decide."""
+
+    stage: LLMStage[Any]
+    order: int
+    env: Env
+    writer: StageWriter
+    tally: dict[str, int] = field(default_factory=lambda: {"cached": 0, "sent": 0})
+    waiting: list[tuple[str, Any]] = field(default_factory=list)  # (group, input), not yet asked
+    left: dict[str, int] = field(default_factory=dict)  # group -> inputs not yet decided
+    closed: bool = False  # no group will come any more
+    wake: asyncio.Event = field(default_factory=asyncio.Event)
+    done: bool = False
+
+
+class Pipeline:
+    """Runs a set of LLM stages together (``run``); ``results`` holds each stage's counts as it closes, for the
+    Prefect task that stands for it."""
+
+    def __init__(self, ctx: RunContext, stages: Sequence[tuple[int, LLMStage[Any]]]) -> None:
+        self.ctx = ctx
+        self.stages = [(order, stage.prepared(ctx)) for order, stage in stages]
+        self.results: dict[int, Future[StageCounts]] = {order: Future() for order, _ in stages}
+
+    def run(self) -> list[StageCounts]:
+        """Every stage's counts, in run order; a stage's failure stops them all and is raised. A result left
+        unset (the run stopped) is failed with the same error, so whoever waits on it is released."""
+        try:
+            return loop.run(self._run())
+        except BaseException as exc:
+            for result in self.results.values():
+                if not result.done():
+                    result.set_exception(exc)
+            raise
+
+    async def _run(self) -> list[StageCounts]:
+        ctx = self.ctx
+        self._feeds = [
+            _Feed(stage, order, stage_env(ctx, stage.name), StageWriter(ctx, stage.name, order, 0))
+            for order, stage in self.stages
+        ]
+        self._held: dict[str, dict[str, list[ItemRecord]]] = {}  # group -> source stage -> its items
+        self._status: dict[str, ItemStatus] = {}  # item -> the status a stage of this run gave it
+        self._finished = asyncio.get_running_loop().create_future()
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self._asking = 0  # lots of asks under way
+        self._stopping: BudgetExhausted | None = None
+        async with run_gateway(ctx) as gw:
+            capacity = max(gw.pool(role).capacity for role in ("generator", "judge"))
+            self._slots = asyncio.Semaphore(IN_FLIGHT_PER_PLACE * capacity)
+            for at in range(len(self._feeds)):
+                self._spawn(self._consume(at, gw), at)
+            self._spawn(self._read(), 0)
+            try:
+                await self._finished
+            finally:
+                for task in self._tasks:
+                    task.cancel()
+                await asyncio.gather(*self._tasks, return_exceptions=True)
+        return [self.results[order].result() for order, _ in self.stages]
+
+    def _spawn(self, work: Coroutine[Any, Any, None], at: int) -> None:
+        """Run ``work`` as a task whose requests have stage ``at``'s priority; a failure stops the run."""
+        token = PRIORITY.set(at)  # a task copies the context it is created in
+        task = asyncio.ensure_future(self._guarded(work))
+        PRIORITY.reset(token)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _guarded(self, work: Coroutine[Any, Any, None]) -> None:
+        try:
+            await work
+        except asyncio.CancelledError:
+            raise
+        except BudgetExhausted as exc:
+            # as when a stage runs alone, what is in flight finishes (its answers, paid for, reach the cache)
+            # and nothing more is asked; the run stops with the budget's error once the last lot is done
+            self._stopping = self._stopping or exc
+            for feed in self._feeds:
+                feed.wake.set()
+            if not self._asking:
+                self._fail(exc)
+        except BaseException as exc:
+            self._fail(exc)
+
+    def _fail(self, exc: BaseException) -> None:
+        if not self._finished.done():
+            self._finished.set_exception(exc)
+
+    async def _read(self) -> None:
+        """The first stage's source, a page at a time in a worker thread, handed on a group at a time while
+        fewer than ``in_flight`` groups are under way."""
+        first = self._feeds[0]
+        pages: Iterator[list[ItemRecord]] = self.ctx.warehouse.items(self.ctx.run_id, first.stage.source, status=None)
+        while (page := await asyncio.to_thread(next, pages, None)) is not None:
+            groups: dict[str, list[ItemRecord]] = defaultdict(list)
+            for item in page:
+                groups[item.group_id].append(item)
+            for group, items in groups.items():
+                await self._slots.acquire()
+                if self._stopping is not None:
+                    return
+                self._held[group] = {first.stage.source: items}
+                self._enter(0, group)
+        first.closed = True
+        first.wake.set()
+        self._check()
+
+    def _enter(self, at: int, group: str) -> None:
+        """Hand ``group`` to stage ``at``, or past it when it holds none of the stage's inputs."""
+        feed = self._feeds[at]
+        source = self._held[group].get(feed.stage.source, [])
+        status = self._status
+        items = [i if i.item_id not in status else i.model_copy(update={"status": status[i.item_id]}) for i in source]
+        entries = feed.stage.entries(items)
+        if not entries:
+            self._passed(at, group)
+            return
+        feed.left[group] = len(entries)
+        feed.waiting += [(group, entry) for entry in entries]
+        self.ctx.progress.more(feed.stage.name, len(entries))
+        feed.wake.set()
+
+    def _passed(self, at: int, group: str) -> None:
+        """Stage ``at`` has decided all of ``group``: on to the next stage, or out of the run."""
+        if at + 1 < len(self._feeds):
+            self._enter(at + 1, group)
+        else:
+            del self._held[group]
+            self._slots.release()
+        self._check()
+
+    async def _consume(self, at: int, gw: Gateway) -> None:
+        """Ask for what is waiting, all of it at once; the next lot once this one is looked up in the cache
+        and under way (meanwhile more arrives, so a slow lookup makes the lots larger, not more)."""
+        feed = self._feeds[at]
+        while True:
+            while not feed.waiting and not feed.closed:
+                feed.wake.clear()
+                await feed.wake.wait()
+            if not feed.waiting or self._stopping is not None:
+                return
+            lot, feed.waiting = feed.waiting, []
+            started = asyncio.Event()
+            self._asking += 1
+            self._spawn(self._ask(at, gw, lot, started), at)
+            await started.wait()
+
+    async def _ask(self, at: int, gw: Gateway, lot: list[tuple[str, Any]], started: asyncio.Event) -> None:
+        try:
+            await self._answer(at, gw, lot, started)
+        finally:
+            self._asking -= 1
+            if self._stopping is not None and not self._asking:
+                self._fail(self._stopping)
+
+    async def _answer(self, at: int, gw: Gateway, lot: list[tuple[str, Any]], started: asyncio.Event) -> None:
+        feed = self._feeds[at]
+        owner = {id(entry): group for group, entry in lot}
+
+        def record(entry: Any, outcome: Outcome) -> None:
+            stage = feed.stage
+            input_id = stage.input_id(entry)
+            counted = feed.writer.add(input_id if stage.marks_input else None, outcome)
+            status = status_of(counted.decision) if stage.marks_input else None
+            if status is not None:
+                self._status[input_id] = status
+            for rejected in counted.rejects:
+                self._status[rejected] = "rejected"
+            group = owner[id(entry)]
+            made = self._held[group].setdefault(stage.name, [])
+            made += counted.items
+            feed.left[group] -= 1
+            if not feed.left[group]:
+                del feed.left[group]
+                self._passed(at, group)
+
+        def advance() -> None:
+            self.ctx.progress.advance(feed.stage.name)
+
+        entries = [entry for _, entry in lot]
+        await feed.stage.answer_page(feed.env, gw, entries, record, feed.tally, advance, started)
+
+    def _check(self) -> None:
+        """Close every stage that has all its groups and has decided them, in order; the run ends when the
+        last one has closed."""
+        for at, feed in enumerate(self._feeds):
+            if feed.done:
+                continue
+            if not (feed.closed and not feed.waiting and not feed.left):
+                break
+            feed.done = True
+            counts = feed.writer.close(**feed.tally)
+            self.results[feed.order].set_result(counts)
+            if at + 1 < len(self._feeds):
+                self._feeds[at + 1].closed = True
+                self._feeds[at + 1].wake.set()
+        if self._feeds[-1].done and not self._finished.done():
+            self._finished.set_result(None)
