@@ -14,6 +14,7 @@ import tempfile
 import time
 import urllib.request
 from collections.abc import Iterator
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -117,10 +118,21 @@ def fake_requests(base_url: str) -> int:
         return int(json.load(response)["requests"])
 
 
+def covered(spans: list[tuple[float, float]]) -> float:
+    """The time inside at least one of the (start, end) spans: of stages that may overlap, how long any ran."""
+    total, reach = 0.0, -float("inf")
+    for start, end in sorted(spans):
+        if end > reach:
+            total += end - max(start, reach)
+            reach = end
+    return total
+
+
 def stage_times(warehouse: Path, run_id: str) -> list[dict[str, Any]]:
-    """Per stage: requests sent, the wall time from the first request's start to the last answer, the mean
-    latency the client saw (the server's latency plus its own time and the network's), and the seconds since
-    the previous LLM stage's last answer (``idle_before_s``: no request in flight, the barrier between them)."""
+    """Per stage: requests sent, the wall time from the first request's start to the last answer (``first_s``
+    and ``last_s``, epoch seconds), the mean latency the client saw (the server's latency plus its own time
+    and the network's), and the seconds since the previous LLM stage's last answer (``idle_before_s``: no
+    request in flight, the barrier between them; negative where stages run together)."""
     from ifsynth.warehouse.store import Warehouse
 
     with Warehouse(warehouse, read_only=True) as wh:
@@ -133,17 +145,17 @@ def stage_times(warehouse: Path, run_id: str) -> list[dict[str, Any]]:
         )
     last = None
     for stage in stages:
-        first = stage.pop("first_s")
-        stage["wall_s"] = stage["last_s"] - first
-        stage["idle_before_s"] = None if last is None else round(first - last, 3)
-        last = stage.pop("last_s")
+        stage["wall_s"] = stage["last_s"] - stage["first_s"]
+        stage["idle_before_s"] = None if last is None else round(stage["first_s"] - last, 3)
+        last = stage["last_s"]
     return stages
 
 
 def stage_seconds(flow_run_name: str, stages: int, wait: float = 30.0) -> float:
-    """The seconds the flow run's tasks (its stages, one task each) ran together, as the local Prefect server
-    the benchmark's commands share recorded them: in a fully cached rerun, the time to read its answers and
-    write its rows. Task runs reach the server as events, shortly after the command ends: waited for."""
+    """The seconds in which any of the flow run's tasks (its stages, one task each; some run together) ran,
+    as the local Prefect server the benchmark's commands share recorded them: in a fully cached rerun, the
+    time to read its answers and write its rows. Task runs reach the server as events, shortly after the
+    command ends: waited for."""
     from ifsynth.flows.run.local_prefect import running
 
     server = running(Path(prefect_home()) / "ifsynth-server")
@@ -169,7 +181,11 @@ def stage_seconds(flow_run_name: str, stages: int, wait: float = 30.0) -> float:
         time.sleep(0.2)
     if len(tasks) != stages:
         raise RuntimeError(f"Prefect recorded {len(tasks)} task runs of {flow_run_name}, not {stages}")
-    return float(sum(t["total_run_time"] for t in tasks))
+    return covered([(_epoch(t["start_time"]), _epoch(t["end_time"])) for t in tasks])
+
+
+def _epoch(stamp: str) -> float:
+    return datetime.fromisoformat(stamp).timestamp()
 
 
 def high_water_kb(pid: int) -> int:
