@@ -16,6 +16,8 @@ import os
 import re
 import threading
 import time
+from array import array
+from bisect import bisect_left
 from collections.abc import Collection, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from datetime import datetime
@@ -170,6 +172,7 @@ class Warehouse:
         self._lock = threading.RLock()
         self._buffers: dict[str, dict[tuple[Any, ...], dict[str, Any]]] = {name: {} for name in _ARROW}
         self._buffered_answers: dict[str, dict[str, Any]] = {}  # key -> first buffered successful call
+        self._answered: AnsweredKeys | None = None  # which keys the file may answer (``cached``), once read
         # The batch a background thread is writing, and its answers (still served from memory meanwhile).
         self._writer: ThreadPoolExecutor | None = None
         self._writing: Future[None] | None = None
@@ -277,6 +280,7 @@ class Warehouse:
         self, query: str, params: Sequence[Any] | None = None, *, tables: dict[str, pa.Table] | None = None
     ) -> None:
         with self._lock:
+            self._answered = None  # a write of another kind may add or remove answers: read again when asked
             self._sql(query, params, tables=tables)
 
     # -- buffered writes ---------------------------------------------------------------------------
@@ -301,6 +305,8 @@ class Warehouse:
                 raise
             if call.error is None:
                 self._buffered_answers.setdefault(call.key, row)
+                if self._answered is not None:
+                    self._answered.add(call.key)
             self._buffer("llm_calls", [row])
 
     def add_items(self, items: Sequence[ItemRecord]) -> None:
@@ -448,6 +454,11 @@ class Warehouse:
                     found[key] = row
         missing = [k for k in wanted if k not in found]
         if missing:
+            with self._lock:
+                if self._answered is None:
+                    self._answered = AnsweredKeys.read(self._cursor())
+                missing = [k for k in missing if self._answered.may_hold(k)]
+        if missing:
             rows = self._sql(
                 "SELECT * FROM llm_calls WHERE error IS NULL AND key IN (SELECT unnest(?::VARCHAR[])) "
                 "ORDER BY created_at",
@@ -520,6 +531,7 @@ class Warehouse:
         self.flush()
         quoted = str(Path(path).resolve()).replace("'", "''")
         with self._lock:
+            self._answered = None  # the shard's answers are this one's now: read again when asked
             cursor = self._cursor()
             cursor.execute(f"ATTACH '{quoted}' AS shard (READ_ONLY)")
             try:
@@ -1124,3 +1136,35 @@ class Warehouse:
             [one, other, other, one],
         )
         return json.loads(rows[0]["report"]) if rows else None
+
+
+class AnsweredKeys:
+    """Which request keys the warehouse file may hold an answer for: the first 64 bits of each (a key is a
+    SHA-256 in hex), sorted, eight bytes a key, and the keys answered since they were read.
+
+    A cache lookup is a query over every call in the file, whatever the number of keys, so one for requests
+    never answered (a new run's) costs as much as one that finds them; asked only for the keys that may be
+    there, a new run makes almost no lookups. A key that is not hex may always be there."""
+
+    def __init__(self, prefixes: array[int]) -> None:
+        self.prefixes = prefixes
+        self.since: set[str] = set()
+
+    @classmethod
+    def read(cls, cursor: duckdb.DuckDBPyConnection) -> AnsweredKeys:
+        rows = cursor.execute(
+            "SELECT DISTINCT TRY_CAST('0x' || key[1:16] AS UBIGINT) AS prefix FROM llm_calls "
+            "WHERE error IS NULL ORDER BY prefix"
+        ).fetchall()
+        return cls(array("Q", (prefix for (prefix,) in rows if prefix is not None)))
+
+    def add(self, key: str) -> None:
+        self.since.add(key)
+
+    def may_hold(self, key: str) -> bool:
+        try:
+            prefix = int(key[:16], 16)
+        except ValueError:
+            return True
+        at = bisect_left(self.prefixes, prefix)
+        return (at < len(self.prefixes) and self.prefixes[at] == prefix) or key in self.since

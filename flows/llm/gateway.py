@@ -116,6 +116,7 @@ class Gateway:
         # Call ids: a random prefix per gateway and a counter, unique without a system call per request.
         self._call_prefix = uuid.uuid4().hex[:20]
         self._calls = itertools.count()
+        self.pending = 0  # asks started and not yet answered, over every ask_many under way
 
     async def __aenter__(self) -> Gateway:
         for role in ("generator", "judge"):
@@ -130,6 +131,10 @@ class Gateway:
             await pool.close()
         self._pools.clear()
         self._by_role.clear()
+
+    def crowded(self) -> bool:
+        """Whether as many asks are under way as the endpoints take at once: another would wait its turn."""
+        return self.pending >= max(pool.capacity for pool in self._pools.values())
 
     def route(self, role: Role) -> Route:
         """The role's endpoint (a pool's first member: every member takes the same requests)."""
@@ -173,6 +178,7 @@ class Gateway:
                 return None
             finally:
                 outstanding -= 1
+                self.pending -= 1
                 if outstanding <= low:
                     room.set()
             if on_reply is not None:
@@ -210,6 +216,7 @@ class Gateway:
                 if missing and await self._fetch_batch(stage, missing):
                     cache = await asyncio.to_thread(self.warehouse.cached, keys)
             outstanding += len(part)
+            self.pending += len(part)
             for at in range(0, len(part), SLICE):
                 pairs = zip(part[at : at + SLICE], first[at : at + SLICE], strict=True)
                 tasks += [

@@ -3,15 +3,16 @@ has finished it, and all of them ask through one gateway, under one concurrency 
 
 Run one after the other, each stage's last requests leave the bound half empty while they finish (a tail of
 up to one latency per round of the stage), and nothing is asked between two stages. Run together, the bound
-stays full until the last group's last stage: the run costs what its requests cost.
+stays full until the last groups' last stage.
 
 What a stage decides does not change: a group (the items of one seed's query) reaches stage k only once
-every stage before k in the run has decided all of it, so stage k sees the group exactly as it would have
+every stage before k in the set has decided all of it, so stage k sees the group exactly as it would have
 read it from the warehouse after those stages, and each stage takes from its group with its own ``entries``.
 The statuses the earlier stages give their inputs are applied here, in memory, as they are decided (in the
 warehouse they are applied when each stage closes, as before). Requests of a later stage take a free place
-before those of an earlier one, so groups finish in the order they began, and at most ``in_flight`` groups
-are between the first stage and the last: memory is bounded however many seeds the run has.
+before those of an earlier one, so groups finish about in the order they began, and at most twice the
+concurrency in groups are between the first stage and the last: memory is bounded however many seeds the
+run has.
 
 Which stages run together (``together``): consecutive LLM stages that take their groups this way (``streams``),
 each reading the source of the first or the items of a stage before it in the same run; a rule stage, or a
@@ -22,6 +23,7 @@ stage on its own (a batch is a stage's uncached requests at once).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections import defaultdict
 from collections.abc import Coroutine, Iterator, Sequence
 from concurrent.futures import Future
@@ -37,6 +39,7 @@ from ifsynth.schemas.errors import BudgetExhausted
 from ifsynth.schemas.records import ItemRecord, ItemStatus, StageCounts
 
 IN_FLIGHT_PER_PLACE = 2  # groups between the first stage and the last, per place under the concurrency bound
+LOT, LOT_WAIT = 256, 0.25  # inputs a stage gathers, and for how many seconds at most, while the endpoints are busy
 
 
 def together(stages: Sequence[Stage], *, batch: bool = False) -> list[list[int]]:
@@ -44,13 +47,13 @@ def together(stages: Sequence[Stage], *, batch: bool = False) -> list[list[int]]
     plan: list[list[int]] = []
     readable: set[str] = set()  # what the current set's next stage may read
     for order, stage in enumerate(stages, 1):
-        joins = isinstance(stage, LLMStage) and stage.streams and not batch
-        if plan and joins and isinstance(stage, LLMStage) and stage.source in readable:
+        source = stage.source if isinstance(stage, LLMStage) and stage.streams and not batch else None
+        if plan and source is not None and source in readable:
             plan[-1].append(order)
         else:
             plan.append([order])
-            readable = {stage.source} if joins and isinstance(stage, LLMStage) else set()
-        if joins:
+            readable = {source} if source is not None else set()
+        if source is not None:
             readable.add(stage.name)
     return plan
 
@@ -190,13 +193,21 @@ class Pipeline:
         self._check()
 
     async def _consume(self, at: int, gw: Gateway) -> None:
-        """Ask for what is waiting, all of it at once; the next lot once this one is looked up in the cache
-        and under way (meanwhile more arrives, so a slow lookup makes the lots larger, not more)."""
+        """Ask for what is waiting, all of it at once, the next lot once this one is looked up in the cache
+        and under way. While the endpoints have as many asks as they take, a lot gathers up to ``LOT`` inputs
+        for at most ``LOT_WAIT`` seconds first: each lot is one cache lookup, which reads every call of the
+        warehouse, and asking sooner would only queue."""
         feed = self._feeds[at]
+        clock = asyncio.get_running_loop().time
         while True:
             while not feed.waiting and not feed.closed:
                 feed.wake.clear()
                 await feed.wake.wait()
+            deadline = clock() + LOT_WAIT
+            while not feed.closed and len(feed.waiting) < LOT and gw.crowded() and clock() < deadline:
+                feed.wake.clear()
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(feed.wake.wait(), deadline - clock())
             if not feed.waiting or self._stopping is not None:
                 return
             lot, feed.waiting = feed.waiting, []

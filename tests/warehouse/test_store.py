@@ -261,3 +261,38 @@ def test_query_reads_and_refuses_anything_else(warehouse_path: Path) -> None:
         for statement in ("DELETE FROM llm_calls", "SELECT 1; DELETE FROM llm_calls", "CHECKPOINT"):
             with pytest.raises(WarehouseError, match="one SELECT"):
                 warehouse.query(statement)
+
+
+def test_the_cache_answers_every_way_an_answer_arrives_and_skips_keys_never_answered(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Keys are SHA-256 in hex; a lookup goes to the file only for keys it may answer."""
+
+    def answered(key: str, *, error: str | None = None) -> CallRecord:
+        return call(0, error=error).model_copy(update={"key": key, "call_id": f"call-{key}"})
+
+    hexed = [f"{n:016x}{0:048x}" for n in range(1, 7)]
+    other = tmp_path / "shard.duckdb"
+    with Warehouse(other) as shard:
+        shard.add_call(answered(hexed[5]))
+    with Warehouse(tmp_path / "w.duckdb") as wh:
+        wh.add_call(answered(hexed[0]))
+        wh.flush()
+        lookups: list[str] = []
+        sql = wh._sql
+
+        def counted(query: str, *args: Any, **kwargs: Any) -> list[dict[str, Any]]:
+            lookups.extend([query] if "key IN" in query else [])
+            return sql(query, *args, **kwargs)
+
+        monkeypatch.setattr(wh, "_sql", counted)
+        assert set(wh.cached([hexed[0], hexed[1]])) == {hexed[0]}
+        assert len(lookups) == 1
+        assert wh.cached([hexed[1], hexed[2]]) == {} and len(lookups) == 1, "never answered: the file is not read"
+        wh.add_call(answered(hexed[2]))  # answered after the file's keys were read, then written
+        wh.add_call(answered(hexed[3], error="HTTP 500"))
+        wh.add_call(answered("not-hex"))
+        wh.flush()
+        assert set(wh.cached([hexed[2], hexed[3], "not-hex"])) == {hexed[2], "not-hex"}
+        wh.absorb(other)
+        assert set(wh.cached([hexed[5]])) == {hexed[5]}, "a shard's answers, absorbed, are answers"
