@@ -85,15 +85,18 @@ class Pipeline:
         self.results: dict[int, Future[StageCounts]] = {order: Future() for order, _ in stages}
 
     def run(self) -> list[StageCounts]:
-        """Every stage's counts, in run order; a stage's failure stops them all and is raised. A result left
-        unset (the run stopped) is failed with the same error, so whoever waits on it is released."""
+        """Every stage's counts, in run order; a stage's failure stops them all and is raised."""
         try:
             return loop.run(self._run())
         except BaseException as exc:
-            for result in self.results.values():
-                if not result.done():
-                    result.set_exception(exc)
+            self.abandon(exc)
             raise
+
+    def abandon(self, exc: BaseException) -> None:
+        """Fail every result not set yet with ``exc`` (the run stopped), so whoever waits on one is released."""
+        for result in self.results.values():
+            if not result.done():
+                result.set_exception(exc)
 
     async def _run(self) -> list[StageCounts]:
         ctx = self.ctx

@@ -75,9 +75,14 @@ def _run_together(ctx: RunContext, members: list[tuple[int, Stage]]) -> list[Sta
     run in Prefect, under way while its stage is and ending with its counts or its error."""
     pipeline = Pipeline(ctx, [(order, cast("LLMStage[Any]", stage)) for order, stage in members])
     ctx.together.update(pipeline.results)
-    tasks = [run_stage.with_options(name=stage.name).submit(ctx.run_id, order) for order, stage in members]
+    tasks = []
     try:
+        for order, stage in members:
+            tasks.append(run_stage.with_options(name=stage.name).submit(ctx.run_id, order))
         return pipeline.run()
+    except BaseException as exc:  # the run itself, or a task's submission (Prefect's API), failed
+        pipeline.abandon(exc)
+        raise
     finally:
         for submitted in tasks:
             submitted.wait()
