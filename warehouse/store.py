@@ -455,8 +455,9 @@ class Warehouse:
         missing = [k for k in wanted if k not in found]
         if missing:
             with self._lock:
-                if self._answered is None:
+                if self._answered is None:  # the file's answers, and those still on their way to it
                     self._answered = AnsweredKeys.read(self._cursor())
+                    self._answered.since.update(self._buffered_answers, self._writing_answers)
                 missing = [k for k in missing if self._answered.may_hold(k)]
         if missing:
             rows = self._sql(

@@ -132,6 +132,9 @@ class Gateway:
         self._pools.clear()
         self._by_role.clear()
 
+    def _settled(self, _: object) -> None:
+        self.pending -= 1
+
     def crowded(self) -> bool:
         """Whether as many asks are under way as the endpoints take at once: another would wait its turn."""
         return self.pending >= max(pool.capacity for pool in self._pools.values())
@@ -178,7 +181,6 @@ class Gateway:
                 return None
             finally:
                 outstanding -= 1
-                self.pending -= 1
                 if outstanding <= low:
                     room.set()
             if on_reply is not None:
@@ -219,10 +221,13 @@ class Gateway:
             self.pending += len(part)
             for at in range(0, len(part), SLICE):
                 pairs = zip(part[at : at + SLICE], first[at : at + SLICE], strict=True)
-                tasks += [
+                started_now = [
                     asyncio.ensure_future(one(len(tasks) + n, ask, request, cache))
                     for n, (ask, request) in enumerate(pairs)
                 ]
+                for task in started_now:  # however it ends, cancelled before it began included
+                    task.add_done_callback(self._settled)
+                tasks += started_now
                 await asyncio.sleep(0)  # let these requests go out
         if started is not None:
             started.set()

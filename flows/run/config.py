@@ -20,7 +20,7 @@ from ifsynth.schemas.config import Endpoint, RecipeParams, RunConfig
 from ifsynth.schemas.errors import ConfigError
 
 RUN_KEYS = {"limit", "name", "model", "judge_model", "judge_endpoint", "prompts_dir", "prices", "seeds"}
-RUN_KEYS |= {"max_calls", "max_cost", "batch", "batch_poll_seconds", "max_failure_share"}
+RUN_KEYS |= {"max_calls", "max_cost", "batch", "batch_poll_seconds", "max_failure_share", "stage_by_stage"}
 ENDPOINT_KEYS = set(Endpoint.model_fields)
 
 

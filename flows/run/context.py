@@ -84,7 +84,7 @@ class Lines:
         now = time.monotonic()
         if now - tally.said >= self.every:
             tally.said = now
-            rate = tally.done / (now - tally.began)
+            rate = tally.done / max(now - tally.began, 1e-6)
             left = f", about {(tally.total - tally.done) / rate:.0f} s left" if rate > 0 else ""
             self.say(f"{stage}: {tally.done}/{tally.total}, {rate:.1f}/s{left}")
 

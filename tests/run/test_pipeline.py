@@ -34,11 +34,10 @@ def server(request: pytest.FixtureRequest) -> Iterator[FakeOpenAI]:
         yield fake
 
 
-def run(server: FakeOpenAI, warehouse: Path, name: str, **settings: Any) -> str:
-    stage_by_stage = settings.pop("stage_by_stage", False)
+def run(server: FakeOpenAI, warehouse: Path, name: str, *sets: str, **settings: Any) -> str:
     config = resolve(name, seeds="demo", limit=LIMITS[name], base_url=server.base_url, model="gen", concurrency=3,
-                     sets=SETS[name], **settings)  # fmt: skip
-    return execute(config.model_copy(update={"stage_by_stage": stage_by_stage}), warehouse).run_id
+                     sets=[*SETS[name], *sets], **settings)  # fmt: skip
+    return execute(config, warehouse).run_id
 
 
 def written(warehouse: Path, run_id: str) -> dict[str, Any]:
@@ -71,8 +70,8 @@ def test_stages_run_together_write_what_they_write_one_after_the_other(
     server: FakeOpenAI, tmp_path: Path, name: str
 ) -> None:
     apart, joined = tmp_path / "apart.duckdb", tmp_path / "together.duckdb"
-    apart_id = run(server, apart, name, stage_by_stage=True)
-    joined_id = run(server, joined, name, stage_by_stage=False)
+    apart_id = run(server, apart, name, "stage_by_stage=true")  # as a config file's key, or --set
+    joined_id = run(server, joined, name)
     one_by_one, at_once = written(apart, apart_id), written(joined, joined_id)
     assert any(item["status"] == "rejected" for item in at_once["items"]), "the judges reject some: statuses matter"
     assert at_once == one_by_one
