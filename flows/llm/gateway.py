@@ -135,9 +135,14 @@ class Gateway:
     def _settled(self, _: object) -> None:
         self.pending -= 1
 
+    @property
+    def capacity(self) -> int:
+        """How many asks the endpoints take at once."""
+        return max(pool.capacity for pool in self._pools.values())
+
     def crowded(self) -> bool:
         """Whether as many asks are under way as the endpoints take at once: another would wait its turn."""
-        return self.pending >= max(pool.capacity for pool in self._pools.values())
+        return self.pending >= self.capacity
 
     def route(self, role: Role) -> Route:
         """The role's endpoint (a pool's first member: every member takes the same requests)."""

@@ -39,7 +39,7 @@ from ifsynth.schemas.errors import BudgetExhausted
 from ifsynth.schemas.records import ItemRecord, ItemStatus, StageCounts
 
 IN_FLIGHT_PER_PLACE = 2  # groups between the first stage and the last, per place under the concurrency bound
-LOT, LOT_WAIT = 256, 0.25  # inputs a stage gathers, and for how many seconds at most, while the endpoints are busy
+LOT_WAIT = 0.25  # seconds a stage gathers inputs into a lot at most, while the endpoints are busy
 
 
 def together(stages: Sequence[Stage], *, batch: bool = False) -> list[list[int]]:
@@ -111,8 +111,7 @@ class Pipeline:
         self._asking = 0  # lots of asks under way
         self._stopping: BudgetExhausted | None = None
         async with run_gateway(ctx) as gw:
-            capacity = max(gw.pool(role).capacity for role in ("generator", "judge"))
-            self._slots = asyncio.Semaphore(IN_FLIGHT_PER_PLACE * capacity)
+            self._slots = asyncio.Semaphore(IN_FLIGHT_PER_PLACE * gw.capacity)
             for at in range(len(self._feeds)):
                 self._spawn(self._consume(at, gw), at)
             self._spawn(self._read(), 0)
@@ -197,9 +196,9 @@ class Pipeline:
 
     async def _consume(self, at: int, gw: Gateway) -> None:
         """Ask for what is waiting, all of it at once, the next lot once this one is looked up in the cache
-        and under way. While the endpoints have as many asks as they take, a lot gathers up to ``LOT`` inputs
-        for at most ``LOT_WAIT`` seconds first: each lot is one cache lookup, which reads every call of the
-        warehouse, and asking sooner would only queue."""
+        and under way. While the endpoints have as many asks as they take, a lot gathers as many inputs as they
+        take at once, for at most ``LOT_WAIT`` seconds: each lot is one cache lookup, and asking sooner would only
+        queue."""
         feed = self._feeds[at]
         clock = asyncio.get_running_loop().time
         while True:
@@ -207,10 +206,13 @@ class Pipeline:
                 feed.wake.clear()
                 await feed.wake.wait()
             deadline = clock() + LOT_WAIT
-            while not feed.closed and len(feed.waiting) < LOT and gw.crowded() and clock() < deadline:
+            while not feed.closed and len(feed.waiting) < gw.capacity and gw.crowded() and clock() < deadline:
                 feed.wake.clear()
+                # not asyncio.wait_for: on Python 3.11 it can swallow the run's cancellation when the event is
+                # set at the same moment, and this loop would then wait for ever
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(feed.wake.wait(), deadline - clock())
+                    async with asyncio.timeout(deadline - clock()):
+                        await feed.wake.wait()
             if not feed.waiting or self._stopping is not None:
                 return
             lot, feed.waiting = feed.waiting, []
