@@ -59,6 +59,15 @@ def together(stages: Sequence[Stage], *, batch: bool = False) -> list[list[int]]
 
 
 @dataclass
+class _Group:
+    """What a group under way holds: its items by the stage that made them (or read them from the warehouse,
+    for the first stage), and the statuses the set's stages gave them; all of it let go when the group leaves."""
+
+    items: dict[str, list[ItemRecord]]
+    status: dict[str, ItemStatus] = field(default_factory=dict)
+
+
+@dataclass
 class _Feed:
     """A stage's side of the run: the groups handed to it and not yet asked, and how many of each group's
     inputs it has still to decide."""
@@ -104,8 +113,7 @@ class Pipeline:
             _Feed(stage, order, stage_env(ctx, stage.name), StageWriter(ctx, stage.name, order, 0))
             for order, stage in self.stages
         ]
-        self._held: dict[str, dict[str, list[ItemRecord]]] = {}  # group -> source stage -> its items
-        self._status: dict[str, ItemStatus] = {}  # item -> the status a stage of this run gave it
+        self._held: dict[str, _Group] = {}  # the groups under way
         self._finished = asyncio.get_running_loop().create_future()
         self._tasks: set[asyncio.Task[Any]] = set()
         self._asking = 0  # lots of asks under way
@@ -164,7 +172,7 @@ class Pipeline:
                 await self._slots.acquire()
                 if self._stopping is not None:
                     return
-                self._held[group] = {first.stage.source: items}
+                self._held[group] = _Group({first.stage.source: items})
                 self._enter(0, group)
         first.closed = True
         first.wake.set()
@@ -173,8 +181,9 @@ class Pipeline:
     def _enter(self, at: int, group: str) -> None:
         """Hand ``group`` to stage ``at``, or past it when it holds none of the stage's inputs."""
         feed = self._feeds[at]
-        source = self._held[group].get(feed.stage.source, [])
-        status = self._status
+        held = self._held[group]
+        status = held.status
+        source = held.items.get(feed.stage.source, [])
         items = [i if i.item_id not in status else i.model_copy(update={"status": status[i.item_id]}) for i in source]
         entries = feed.stage.entries(items)
         if not entries:
@@ -237,14 +246,14 @@ class Pipeline:
             stage = feed.stage
             input_id = stage.input_id(entry)
             counted = feed.writer.add(input_id if stage.marks_input else None, outcome)
+            group = owner[id(entry)]
+            held = self._held[group]
             status = status_of(counted.decision) if stage.marks_input else None
             if status is not None:
-                self._status[input_id] = status
-            for rejected in counted.rejects:
-                self._status[rejected] = "rejected"
-            group = owner[id(entry)]
-            made = self._held[group].setdefault(stage.name, [])
-            made += counted.items
+                held.status[input_id] = status
+            for rejected in counted.rejects:  # a sibling: of the same group
+                held.status[rejected] = "rejected"
+            held.items.setdefault(stage.name, []).extend(counted.items)
             feed.left[group] -= 1
             if not feed.left[group]:
                 del feed.left[group]
