@@ -280,7 +280,6 @@ class Warehouse:
         self, query: str, params: Sequence[Any] | None = None, *, tables: dict[str, pa.Table] | None = None
     ) -> None:
         with self._lock:
-            self._answered = None  # a write of another kind may add or remove answers: read again when asked
             self._sql(query, params, tables=tables)
 
     # -- buffered writes ---------------------------------------------------------------------------
@@ -306,7 +305,7 @@ class Warehouse:
             if call.error is None:
                 self._buffered_answers.setdefault(call.key, row)
                 if self._answered is not None:
-                    self._answered.add(call.key)
+                    self._answered.since.add(call.key)
             self._buffer("llm_calls", [row])
 
     def add_items(self, items: Sequence[ItemRecord]) -> None:
@@ -1158,9 +1157,6 @@ class AnsweredKeys:
             "WHERE error IS NULL ORDER BY prefix"
         ).fetchall()
         return cls(array("Q", (prefix for (prefix,) in rows if prefix is not None)))
-
-    def add(self, key: str) -> None:
-        self.since.add(key)
 
     def may_hold(self, key: str) -> bool:
         try:

@@ -296,8 +296,8 @@ def test_the_cache_answers_every_way_an_answer_arrives_and_skips_keys_never_answ
         assert set(wh.cached([hexed[2], hexed[3], "not-hex"])) == {hexed[2], "not-hex"}
         wh.absorb(other)
         assert set(wh.cached([hexed[5]])) == {hexed[5]}, "a shard's answers, absorbed, are answers"
-        wh.set_status("run-1", ["item"], "rejected")  # a write of another kind: the file's keys are read again
-        wh.add_call(answered(hexed[4]))  # answered while they are unread, still buffered when they are read
+    with Warehouse(tmp_path / "fresh.duckdb") as wh:
+        wh.add_call(answered(hexed[4]))  # answered before the file's keys are read, still buffered when they are
         assert wh.cached([hexed[1]]) == {}
         wh.flush()
         assert set(wh.cached([hexed[4]])) == {hexed[4]}, "an answer buffered while the keys were read"
