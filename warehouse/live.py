@@ -5,7 +5,9 @@ so ``runs``, ``funnel``, ``audit`` and ``show`` from another shell would be refu
 takes. Instead the writing process answers them: it serves those four read queries on a loopback port,
 named with a random token in ``<warehouse>.live`` (readable by its owner only), and a reader that finds the
 file locked asks there. The answers come from the writer's own connection, so they are as fresh as its
-last flush (``FLUSH_SECONDS``); the server costs the writer nothing until it is asked.
+last flush (``FLUSH_SECONDS``); the server costs the writer nothing until it is asked. A run holds the file
+a moment before it serves (while it opens its run) and after (while it records how it ended): a reader
+waits that out.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import json
 import os
 import secrets
 import threading
+import time
 import urllib.error
 import urllib.request
 from collections.abc import Callable
@@ -22,7 +25,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from ifsynth.schemas.errors import IfsynthError, WarehouseError
+from ifsynth.schemas.errors import IfsynthError, WarehouseError, WarehouseInUse
 from ifsynth.warehouse import audit
 from ifsynth.warehouse.store import Warehouse
 
@@ -33,8 +36,9 @@ QUERIES: dict[str, Callable[..., Any]] = {
     "reasons": audit.reasons,
     "show": audit.show,
 }
-TIMEOUT = 5.0
+TIMEOUT = 10.0  # a busy run on two cores may take seconds to answer a funnel
 POLL_SECONDS = 0.05
+WAIT_SECONDS = 15.0  # how long a reader waits for a run that holds the file and does not serve it yet
 
 
 def live_file(path: str | Path) -> Path:
@@ -108,6 +112,22 @@ class LiveServer:
         return result
 
 
+def read(path: str | Path, query: str, *, memory_limit: str | None = None, **args: Any) -> Any:
+    """The answer to ``query``: from the file, or, while a run holds it, from the run's process."""
+    deadline = time.monotonic() + WAIT_SECONDS
+    while True:
+        try:
+            with Warehouse(path, read_only=True, memory_limit=memory_limit) as warehouse:
+                return QUERIES[query](warehouse, **args)
+        except WarehouseInUse:
+            answer = ask(path, query, **args)
+            if answer is not None:
+                return answer
+            if time.monotonic() > deadline:
+                raise
+        time.sleep(0.2)
+
+
 def ask(path: str | Path, query: str, **args: Any) -> Any | None:
     """The answer of the process writing ``path``; None when no live writer serves it (no file, or a file
     left by a process that died)."""
@@ -128,8 +148,13 @@ def ask(path: str | Path, query: str, **args: Any) -> Any | None:
     except urllib.error.HTTPError as exc:
         said = json.loads(exc.read() or b"{}").get("error", f"the running process answered {exc.code}")
         raise WarehouseError(said) from None
-    except OSError:
-        return None
+    except OSError as exc:
+        if isinstance(exc, TimeoutError) or isinstance(getattr(exc, "reason", None), TimeoutError):
+            raise WarehouseError(
+                f"the run writing `{path}` (pid {where['pid']}) did not answer within {TIMEOUT:g} s; "
+                "it may be busy: ask again"
+            ) from None
+        return None  # no process at that port: the file was left by one that died
 
 
 def _jsonable(value: Any) -> Any:

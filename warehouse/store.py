@@ -33,6 +33,9 @@ from ifsynth.schemas.records import CallRecord, ItemRecord, RunRecord, StageCoun
 
 FLUSH_ROWS = 2000
 FLUSH_SECONDS = 2.0
+# A reader (`ifsynth funnel` from another shell) holds the file for the moment a query takes; a writer that
+# finds it held tries again for this long before it says the file is in use.
+WRITER_WAIT_SECONDS = 3.0
 
 _STR = pa.string()
 _ARROW = {
@@ -152,20 +155,8 @@ class Warehouse:
         if read_only and not self.path.exists():
             raise WarehouseError(f"no warehouse at `{self.path}`; `ifsynth run` creates one")
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        try:
-            config: dict[str, Any] = {"memory_limit": memory_limit} if memory_limit else {}
-            self._db = duckdb.connect(str(self.path), read_only=read_only, config=config)
-        except (duckdb.ParserException, duckdb.InvalidInputException) as exc:
-            if not memory_limit:
-                raise
-            raise WarehouseError(
-                f"memory limit `{memory_limit}` not understood ({exc}); give a size such as 2GB"
-            ) from None
-        except duckdb.IOException as exc:
-            if "lock" not in str(exc).lower():
-                raise WarehouseError(f"cannot open warehouse `{self.path}`: {exc}") from exc
-            pid = re.search(r"PID (\d+)", str(exc))
-            raise WarehouseInUse(str(self.path), f"pid {pid.group(1)}" if pid else "unknown pid") from None
+        config: dict[str, Any] = {"memory_limit": memory_limit} if memory_limit else {}
+        self._db = self._connect(config, time.monotonic() + (0.0 if read_only else WRITER_WAIT_SECONDS))
         self._local = threading.local()
         self._cursors: list[duckdb.DuckDBPyConnection] = []
         self._cursors_lock = threading.Lock()
@@ -196,6 +187,26 @@ class Warehouse:
             self._journal = self._open_journal()
 
     # -- lifecycle ---------------------------------------------------------------------------------
+
+    def _connect(self, config: dict[str, Any], until: float) -> duckdb.DuckDBPyConnection:
+        """DuckDB's connection; a lock held by another process is waited out until ``until``."""
+        while True:
+            try:
+                return duckdb.connect(str(self.path), read_only=self.read_only, config=config)
+            except (duckdb.ParserException, duckdb.InvalidInputException) as exc:
+                if not config:
+                    raise
+                raise WarehouseError(
+                    f"memory limit `{config['memory_limit']}` not understood ({exc}); give a size such as 2GB"
+                ) from None
+            except duckdb.IOException as exc:
+                if "lock" not in str(exc).lower():
+                    raise WarehouseError(f"cannot open warehouse `{self.path}`: {exc}") from exc
+                if time.monotonic() < until:
+                    time.sleep(0.1)
+                    continue
+                pid = re.search(r"PID (\d+)", str(exc))
+                raise WarehouseInUse(str(self.path), f"pid {pid.group(1)}" if pid else "unknown pid") from None
 
     def __enter__(self) -> Self:
         return self

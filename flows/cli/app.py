@@ -29,7 +29,6 @@ from ifsynth.schemas.errors import (
     IfsynthError,
     Interrupted,
     RunInterrupted,
-    WarehouseInUse,
 )
 from ifsynth.schemas.records import ItemStatus
 from ifsynth.warehouse import audit as audit_queries
@@ -107,14 +106,7 @@ def _open(ctx: typer.Context, *, read_only: bool = True) -> Warehouse:
 def _read(ctx: typer.Context, query: str, **args: Any) -> Any:
     """A read query (runs, funnel, audit, show) on the warehouse file, or, while a run holds the file, on the
     process that writes it."""
-    try:
-        with _open(ctx) as warehouse:
-            return live.QUERIES[query](warehouse, **args)
-    except WarehouseInUse:
-        answer = live.ask(ctx.obj.path, query, **args)
-        if answer is None:
-            raise
-        return answer
+    return live.read(ctx.obj.path, query, memory_limit=ctx.obj.memory_limit, **args)
 
 
 def _json(value: Any) -> None:

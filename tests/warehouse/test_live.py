@@ -1,0 +1,111 @@
+"""Reading a warehouse another process holds: a reader waits out the moments a run holds the file without
+serving it, a writer waits out a reader's query, and a run that does not answer is said so in one line."""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import sys
+import textwrap
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import datetime
+from pathlib import Path
+
+import pytest
+
+from ifsynth.schemas.errors import WarehouseError, WarehouseInUse
+from ifsynth.schemas.records import RunRecord
+from ifsynth.warehouse import live
+from ifsynth.warehouse.store import Warehouse
+from tests.conftest import REPO
+
+
+def make(path: Path) -> None:
+    """A warehouse with one completed run."""
+    with Warehouse(path) as warehouse:
+        run = RunRecord(run_id="run-1", name="run-1", recipe="instructir", fingerprint="f", config={},
+                        code_version="v", status="running", started_at=datetime.now())  # fmt: skip
+        warehouse.start_run(run)
+        warehouse.finish_run("run-1", "completed")
+
+
+@contextmanager
+def holder(path: Path, body: str) -> Iterator[subprocess.Popen[str]]:
+    """Another process that opens ``path`` and runs ``body`` (``w`` is the warehouse); it says `open` once it
+    holds the file and runs until its stdin closes."""
+    script = textwrap.dedent(
+        """
+        import sys, time
+        from ifsynth.warehouse.live import LiveServer
+        from ifsynth.warehouse.store import Warehouse
+        {body}
+        """
+    ).format(body=textwrap.dedent(body))
+    process = subprocess.Popen([sys.executable, "-c", script, str(path)], cwd=REPO, text=True,
+                               stdin=subprocess.PIPE, stdout=subprocess.PIPE)  # fmt: skip
+    try:
+        assert process.stdout is not None and process.stdout.readline() == "open\n"
+        yield process
+    finally:
+        assert process.stdin is not None
+        process.stdin.close()
+        process.wait(timeout=30)
+
+
+def test_a_reader_waits_for_a_run_that_holds_the_file_before_it_serves(tmp_path: Path) -> None:
+    """A run opens its run, and only then serves readers: one that asks in between gets the run's answer,
+    not "in use"."""
+    path = tmp_path / "w.duckdb"
+    make(path)
+    body = """
+        with Warehouse(sys.argv[1]) as w:
+            print("open", flush=True)
+            time.sleep(2.0)
+            with LiveServer(w):
+                sys.stdin.read()
+    """
+    with holder(path, body):
+        with pytest.raises(WarehouseInUse):
+            Warehouse(path, read_only=True)  # held, and not served yet
+        runs = live.read(path, "runs")
+    assert [r["run_id"] for r in runs] == ["run-1"]
+
+
+def test_a_reader_gives_up_on_a_holder_that_never_serves(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    path = tmp_path / "w.duckdb"
+    make(path)
+    monkeypatch.setattr(live, "WAIT_SECONDS", 1.0)
+    with holder(path, 'with Warehouse(sys.argv[1]):\n    print("open", flush=True)\n    sys.stdin.read()\n'):
+        started = time.monotonic()
+        with pytest.raises(WarehouseInUse, match="is in use by another process"):
+            live.read(path, "runs")
+    assert time.monotonic() - started >= 1.0
+
+
+def test_a_writer_waits_out_a_reader(tmp_path: Path) -> None:
+    """`ifsynth funnel` from another shell at the moment a run opens its warehouse does not stop the run."""
+    path = tmp_path / "w.duckdb"
+    make(path)
+    body = """
+        w = Warehouse(sys.argv[1], read_only=True)
+        print("open", flush=True)
+        time.sleep(1.0)
+        w.close()
+        sys.stdin.read()
+    """
+    with holder(path, body), Warehouse(path) as warehouse:
+        assert warehouse.run("run-1").status == "completed"
+
+
+def test_a_run_that_does_not_answer_is_one_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A run too busy to answer is not taken for a dead one: the reader says it did not answer in time."""
+    path = tmp_path / "w.duckdb"
+    monkeypatch.setattr(live, "TIMEOUT", 0.5)
+    with socket.create_server(("127.0.0.1", 0)) as mute:  # accepts, and never replies
+        live.live_file(path).write_text(f'{{"pid": 1234, "port": {mute.getsockname()[1]}, "token": "t"}}')
+        with pytest.raises(WarehouseError, match=r"\(pid 1234\) did not answer within 0.5 s; it may be busy"):
+            live.ask(path, "funnel")
+    live.live_file(path).unlink()
+    assert live.ask(path, "funnel") is None  # no file: no live writer
