@@ -1,11 +1,12 @@
 """The house's rules, checked on the source: imports run one way, Prefect stays in the recipe flows and the
 task that runs a stage, SQL stays in warehouse/ (run by its Warehouse alone), and every package is installed;
-and, checked in a process of its own, the openai SDK loads only when a request is sent."""
+and, checked in a process of its own, the openai SDK loads only when a request is sent, and pandas never."""
 
 from __future__ import annotations
 
 import ast
 import importlib.util
+import json
 import re
 import subprocess
 import sys
@@ -111,6 +112,27 @@ print(sorted(name for name in sys.modules if name.split(".")[0] in ("openai", "a
     assert done.returncode == 0, done.stderr
     refused, loaded = done.stdout.strip().splitlines()
     assert "cannot be reached" in refused and loaded == "[]"
+
+
+def test_a_run_never_loads_pandas_and_pyarrow_still_converts_it(fake: FakeOpenAI, tmp_path: Path) -> None:
+    """pyarrow would import pandas (a quarter of a second) at the warehouse's first write, to ask whether its
+    rows are pandas objects: a run's process writes without it, and asked for pandas later, pyarrow serves."""
+    script = f"""
+import sys
+from ifsynth.flows.cli.app import main
+sys.argv = ["ifsynth", "--warehouse", {str(tmp_path / "w.duckdb")!r}, "run", "instructir", "--seeds", "demo",
+            "--limit", "3", "--base-url", "{fake.base_url}", "--model", "m", "--json"]
+try:
+    main()
+except SystemExit as stop:
+    print(stop.code, "pandas" in sys.modules, file=sys.stderr)
+import pandas as pd, pyarrow as pa
+print(pa.Table.from_pylist([{{"x": 1.5}}]).to_pandas().shape, pa.array(pd.Series([1, None], dtype="Int64")).null_count,
+      file=sys.stderr)
+"""
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=REPO, timeout=300)
+    assert done.stderr.strip().splitlines()[-2:] == ["0 False", "(1, 1) 1"], done.stderr[-2000:]
+    assert json.loads(done.stdout)["status"] == "completed"
 
 
 def test_sql_lives_only_in_the_warehouse() -> None:

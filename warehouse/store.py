@@ -14,6 +14,7 @@ import errno
 import json
 import os
 import re
+import sys
 import threading
 import time
 from array import array
@@ -95,6 +96,40 @@ _ARROW = {
     ),
 }
 _REQUEST = {"request"}
+
+
+def skip_pandas_probe() -> None:
+    """Spare this process pandas' import, a quarter of a second of CPU at its first write. pyarrow imports
+    pandas the first time it converts Python objects, only to ask whether they are pandas objects, which the
+    warehouse's never are; it asks once a process. Answered "no pandas" before anything imported it, pyarrow
+    imports pandas only when asked for pandas itself (``to_pandas``, ``from_pandas``), and the tables here are
+    built from typed arrays (``_arrow``), which never ask. For ifsynth's own processes (the CLI, a shard's)."""
+    if "pandas" in sys.modules:
+        return
+    sys.meta_path.insert(0, _NoPandas)
+    try:
+        pa.array([], pa.int8())
+    finally:
+        sys.meta_path.remove(_NoPandas)
+
+
+class _NoPandas:
+    @staticmethod
+    def find_spec(name: str, *_: object) -> None:
+        if name == "pandas":
+            raise ImportError("pandas is not wanted while pyarrow probes for it")
+
+
+def _arrow(rows: Sequence[Mapping[str, Any]], schema: pa.Schema) -> pa.Table:
+    """``rows`` as a table of ``schema``, column by column: ``pa.Table.from_pylist`` and ``pa.table(dict)``
+    of lists would import pandas (``skip_pandas_probe``)."""
+    return pa.Table.from_arrays([pa.array([row.get(f.name) for row in rows], f.type) for f in schema], schema=schema)
+
+
+def _one_column(name: str, values: Sequence[str]) -> pa.Table:
+    return pa.Table.from_arrays([pa.array(values, _STR)], names=[name])
+
+
 # An export's query order: by group, then by the instruction's number (`q12_3` before `q12_10`).
 _QUERY_ORDER = "ORDER BY q.group_id, TRY_CAST(string_split(q.query_id, '_')[-1] AS INTEGER), q.query_id"
 # The newest human decision per (item, stage) of a run, as a `people` table.
@@ -421,7 +456,7 @@ class Warehouse:
 
     @staticmethod
     def _append(cursor: duckdb.DuckDBPyConnection, table: str, rows: list[dict[str, Any]]) -> None:
-        cursor.register("incoming", pa.Table.from_pylist(rows, schema=_ARROW[table]))
+        cursor.register("incoming", _arrow(rows, _ARROW[table]))
         columns = ", ".join(_ARROW[table].names)
         cursor.execute(f"INSERT {_CONFLICT[table]} INTO {table} ({columns}) SELECT {columns} FROM incoming")
         cursor.unregister("incoming")
@@ -682,7 +717,7 @@ class Warehouse:
         self._execute(
             "UPDATE items SET status = ? WHERE run_id = ? AND item_id IN (SELECT item_id FROM ids)",
             [status, run_id],
-            tables={"ids": pa.table({"item_id": list(item_ids)})},
+            tables={"ids": _one_column("item_id", list(item_ids))},
         )
 
     def items(
@@ -704,7 +739,7 @@ class Warehouse:
                 f"SELECT * FROM items WHERE run_id = ? AND stage = ? {condition} "
                 "AND group_id IN (SELECT group_id FROM chunk) ORDER BY group_id, ord, item_id",
                 params,
-                tables={"chunk": pa.table({"group_id": groups[start : start + page]})},
+                tables={"chunk": _one_column("group_id", groups[start : start + page])},
             )
             yield [self.item_record(row) for row in rows]
 
@@ -1012,7 +1047,7 @@ class Warehouse:
     ) -> list[dict[str, Any]]:
         """A release's passages (doc_id, title, text) by doc id: those in ``doc_ids`` when given; with a
         ``dimension``, that InfoSearch dimension's own and those of no dimension."""
-        wanted = pa.table({"doc_id": sorted(doc_ids)}) if doc_ids is not None else None
+        wanted = _one_column("doc_id", sorted(doc_ids)) if doc_ids is not None else None
         return self._sql(
             "SELECT doc_id, title, text FROM release_docs WHERE release = ? "
             f"{'AND doc_id IN (SELECT doc_id FROM wanted) ' if wanted is not None else ''}"
@@ -1072,9 +1107,7 @@ class Warehouse:
             "release_qrels": qrels,
             "release_top_ranked": top_ranked,
         }
-        tables = {
-            table: pa.Table.from_pylist(list(data), schema=RELEASE_COLUMNS[table]) for table, data in rows.items()
-        }
+        tables = {table: _arrow(list(data), RELEASE_COLUMNS[table]) for table, data in rows.items()}
         self.flush()
         with self._lock:
             cursor = self._cursor()
@@ -1110,13 +1143,14 @@ class Warehouse:
 
     def add_embeddings(self, model: str, vectors: Mapping[str, Sequence[float]]) -> None:
         """Store vectors by text key at once (not buffered: a batch of them is one answer, kept as it lands)."""
-        table = pa.table(
-            {
-                "key": pa.array(list(vectors), _STR),
-                "model": pa.array([model] * len(vectors), _STR),
-                "vector": pa.array([list(v) for v in vectors.values()], pa.list_(pa.float32())),
-                "created_at": pa.array([datetime.now()] * len(vectors), pa.timestamp("us")),
-            }
+        table = pa.Table.from_arrays(
+            [
+                pa.array(list(vectors), _STR),
+                pa.array([model] * len(vectors), _STR),
+                pa.array([list(v) for v in vectors.values()], pa.list_(pa.float32())),
+                pa.array([datetime.now()] * len(vectors), pa.timestamp("us")),
+            ],
+            names=["key", "model", "vector", "created_at"],
         )
         self._execute("INSERT OR IGNORE INTO embeddings SELECT * FROM incoming", tables={"incoming": table})
 

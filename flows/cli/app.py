@@ -35,7 +35,7 @@ from ifsynth.warehouse import audit as audit_queries
 from ifsynth.warehouse import live
 from ifsynth.warehouse.export import GENERIC, release_for
 from ifsynth.warehouse.review import Status as ReviewStatusValue
-from ifsynth.warehouse.store import Warehouse
+from ifsynth.warehouse.store import Warehouse, skip_pandas_probe
 
 DEFAULT_WAREHOUSE = "warehouse/ifsynth.duckdb"
 
@@ -1095,6 +1095,7 @@ def validity(
 def main() -> None:
     import click
 
+    skip_pandas_probe()
     try:
         # not click's standalone mode, which reports an IfsynthError as "Aborted!" or a traceback
         code = app(standalone_mode=False)

@@ -17,7 +17,7 @@ from ifsynth.flows.run.registry import recipe
 from ifsynth.flows.run.runner import quiet_prefect
 from ifsynth.flows.run.shards import STOP_SECONDS
 from ifsynth.schemas.errors import IfsynthError
-from ifsynth.warehouse.store import Warehouse
+from ifsynth.warehouse.store import Warehouse, skip_pandas_probe
 
 
 def stop_with_parent(fd: int) -> None:
@@ -43,6 +43,7 @@ def main(argv: list[str]) -> int:
     if watch:
         stop_with_parent(int(watch[0]))
     quiet_prefect()
+    skip_pandas_probe()
     try:
         with Warehouse(warehouse, read_only=True) as store:
             run = store.run(run_id)
