@@ -2,6 +2,7 @@
 stream pages from the warehouse, so the peak grows far slower than the run.
 
     .venv/bin/python -m bench.memory [--seeds 2000] [--k 10] [--concurrency 64] [--memory-limit 256MB]
+        [--set stage_by_stage=true]
 """
 
 from __future__ import annotations
@@ -19,10 +20,12 @@ from typing import Any
 from bench.common import REPO, emit, fake_server, high_water_kb, run_args, synthetic_beir, warm_up
 
 
-def peak(base_url: str, root: Path, seeds: int, k: int, concurrency: int, limit: list[str]) -> dict[str, Any]:
+def peak(
+    base_url: str, root: Path, seeds: int, k: int, concurrency: int, limit: list[str], sets: list[str]
+) -> dict[str, Any]:
     folder = synthetic_beir(root / f"seeds-{seeds}", seeds)
     started = time.perf_counter()
-    argv = run_args(folder, base_url, concurrency, "--limit", str(seeds), k=k)
+    argv = run_args(folder, base_url, concurrency, "--limit", str(seeds), *sets, k=k)
     out_path, err_path = root / f"out-{seeds}.json", root / f"err-{seeds}.txt"
     with out_path.open("w") as out_file, err_path.open("w") as err_file:
         process = subprocess.Popen(
@@ -55,15 +58,18 @@ def main() -> None:
     parser.add_argument("--k", type=int, default=10, help="instructions per query")
     parser.add_argument("--concurrency", type=int, default=64)
     parser.add_argument("--memory-limit", help="passed to ifsynth: the cap on DuckDB's buffer pool")
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="passed to `ifsynth run`")
     args = parser.parse_args()
     limit = ["--memory-limit", args.memory_limit] if args.memory_limit else []
+    sets = [a for s in args.set for a in ("--set", s)]
     with tempfile.TemporaryDirectory() as tmp, fake_server() as url:
         root = Path(tmp)
         warm_up(url, root)
-        small = peak(url, root, max(1, args.seeds // 10), args.k, args.concurrency, limit)
-        large = peak(url, root, args.seeds, args.k, args.concurrency, limit)
+        small = peak(url, root, max(1, args.seeds // 10), args.k, args.concurrency, limit, sets)
+        large = peak(url, root, args.seeds, args.k, args.concurrency, limit, sets)
     own = "ifsynth_process_peak_rss_mb"
-    emit({"bench": "memory", "k": args.k, "memory_limit": args.memory_limit, "small": small, "large": large,
+    emit({"bench": "memory", "k": args.k, "memory_limit": args.memory_limit, "set": args.set,
+          "small": small, "large": large,
           "rss_ratio": round(large["peak_rss_mb"] / small["peak_rss_mb"], 2),
           "ifsynth_process_rss_ratio": round(large[own] / small[own], 2),
           "work_ratio": round(large["requests"] / small["requests"], 2)})  # fmt: skip
