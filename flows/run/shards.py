@@ -219,8 +219,9 @@ def watched(shards: list[ShardRun]) -> str:
     for shard in shards:
         try:
             report = live.ask(shard.path, "funnel")
-        except WarehouseError:  # a live file left by a killed process, its port since taken: no answer
-            report = None
+        except WarehouseError:  # too busy to answer in time, or a killed process's file, its port since taken
+            parts.append(f"{shard.shard.index}: no answer")
+            continue
         now = (report or {}).get("in_progress")
         if now:
             parts.append(f"{shard.shard.index}: {in_progress(now)}")

@@ -8,6 +8,7 @@ import os
 import re
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -21,6 +22,7 @@ import pytest
 from ifsynth.flows.run.shards import ShardRun, watched
 from ifsynth.schemas.config import Shard
 from ifsynth.schemas.errors import RunFailed
+from ifsynth.warehouse import live
 from ifsynth.warehouse.store import Warehouse
 from tests.conftest import REPO, cli, invoke
 from tests.fake_openai import FakeOpenAI
@@ -176,6 +178,17 @@ def test_ctrl_c_stops_every_shard_cleanly_and_a_shard_can_be_watched(seeds: Path
         with Warehouse(warehouse.with_name("w.duckdb.shards") / f"{index}-of-2.duckdb", read_only=True) as store:
             run = store.run()
             assert run.status == "interrupted", run.error
+
+
+def test_the_watch_line_tells_a_shard_starting_from_one_that_does_not_answer(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(live, "TIMEOUT", 0.5)
+    paths = [tmp_path / f"{i}-of-2.duckdb" for i in (1, 2)]
+    with socket.create_server(("127.0.0.1", 0)) as mute:  # the second shard's process: accepts, never replies
+        live.live_file(paths[1]).write_text(json.dumps({"pid": 1, "port": mute.getsockname()[1], "token": "t"}))
+        running = [ShardRun(Shard(index=i, count=2), paths[i - 1], "", "", False) for i in (1, 2)]
+        assert watched(running) == "shards of 2 running: 1: starting; 2: no answer"
 
 
 def test_shards_stop_when_their_coordinator_is_killed(seeds: Path, tmp_path: Path) -> None:
