@@ -19,7 +19,7 @@ from rouge_score import rouge_scorer
 
 from ifsynth.warehouse.stats import rouge_l_within_groups
 
-DEFAULT = Path(__file__).resolve().parents[2] / "shared" / "data" / "instructir"
+DEFAULT = Path(__file__).resolve().parents[1] / "tests" / "data" / "instructir"
 
 
 def main() -> None:

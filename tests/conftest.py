@@ -26,8 +26,8 @@ from tests.servers import answers, prefect_server
 pytest_plugins = ("tests.browser",)  # the headless Chromium page fixture
 
 REPO = Path(__file__).resolve().parents[1]
-SHARED_DATA = REPO.parent / "shared" / "data"
-INSTRUCTIR_SEEDS = SHARED_DATA / "instructir" / "data_creation" / "msmarco" / "filtered_version"
+DATA = REPO / "tests" / "data"  # InstructIR's public release files (tests/data/README.md)
+INSTRUCTIR_SEEDS = DATA / "instructir" / "data_creation" / "msmarco" / "filtered_version"
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from huggingface_hub import DatasetCard
 
-from tests.conftest import SHARED_DATA, cli
+from tests.conftest import DATA, cli
 from tests.fake_hub import FakeHub
 
 TOKEN = "hf_loopback_secret_token"
@@ -16,7 +16,7 @@ TOKEN = "hf_loopback_secret_token"
 @pytest.fixture(scope="module")
 def warehouse(tmp_path_factory: pytest.TempPathFactory) -> str:
     path = str(tmp_path_factory.mktemp("push") / "w.duckdb")
-    done = cli("--warehouse", path, "import", "instructir", str(SHARED_DATA / "instructir"), "--name", "orig")
+    done = cli("--warehouse", path, "import", "instructir", str(DATA / "instructir"), "--name", "orig")
     assert done.returncode == 0, done.stderr
     return path
 

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import SHARED_DATA, invoke
+from tests.conftest import DATA, invoke
 from tests.fake_openai import FakeOpenAI
 from tests.helpers import sensible, small_instructir
 
@@ -24,7 +24,7 @@ def reported(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any
     warehouse = str(root / "w.duckdb")
     with FakeOpenAI(mode="responder", responder=sensible) as fake:
         small_instructir(warehouse, fake.base_url, name="mine")
-    done = invoke("--warehouse", warehouse, "import", "instructir", str(SHARED_DATA / "instructir"), "--name", "orig")
+    done = invoke("--warehouse", warehouse, "import", "instructir", str(DATA / "instructir"), "--name", "orig")
     assert done.returncode == 0, done.stderr
     out = root / "r.html"
     done = invoke("--warehouse", warehouse, "report", "mine", "--out", str(out), "--compare", "orig")

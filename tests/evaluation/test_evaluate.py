@@ -24,7 +24,7 @@ from ifsynth.flows.run.runner import execute
 from ifsynth.warehouse import stats as release_stats
 from ifsynth.warehouse.export import release_for
 from ifsynth.warehouse.store import Warehouse
-from tests.conftest import INSTRUCTIR_SEEDS, SHARED_DATA, invoke
+from tests.conftest import DATA, INSTRUCTIR_SEEDS, invoke
 from tests.fake_openai import FakeOpenAI
 from tests.helpers import field, query, sensible
 
@@ -48,7 +48,7 @@ def generated(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, An
         )
         run_id = execute(config, warehouse).run_id
     with Warehouse(warehouse) as wh:
-        import_release(wh, "instructir", SHARED_DATA / "instructir", name="orig")
+        import_release(wh, "instructir", DATA / "instructir", name="orig")
         release = release_for(wh, run_id)
     yield {"warehouse": warehouse, "release": release, "root": root}
 

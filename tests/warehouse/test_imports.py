@@ -21,10 +21,10 @@ from ifsynth.schemas.errors import ConfigError, IfsynthError
 from ifsynth.schemas.infir import FIELDS as INFIR_FIELDS
 from ifsynth.warehouse import stats as release_stats
 from ifsynth.warehouse.store import Warehouse
-from tests.conftest import SHARED_DATA, invoke
+from tests.conftest import DATA, invoke
 from tests.helpers import query
 
-INSTRUCTIR = SHARED_DATA / "instructir"
+INSTRUCTIR = DATA / "instructir"
 
 
 @pytest.fixture(scope="module")
