@@ -79,8 +79,12 @@ class Prompts:
         self.overlay = Path(overlay) if overlay is not None else None
         self._builtin = loaders[-1]
         self._loader = ChoiceLoader(loaders)
+        # a template is read once: every call records the hash of the text it was rendered from, and a run
+        # renders what it hashed at its start, however its files change while it runs (nor does each render
+        # pay a check of the file's time on disk)
         self._env = ImmutableSandboxedEnvironment(
             loader=self._loader,
+            auto_reload=False,
             undefined=StrictUndefined,
             keep_trailing_newline=False,
             trim_blocks=True,

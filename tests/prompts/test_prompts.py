@@ -3,6 +3,7 @@ and an overlay replaces exactly the files it holds."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -81,6 +82,21 @@ def test_overlay_replaces_file_by_file(tmp_path: Path) -> None:
     assert rendered.messages[-1]["content"] == f"Rewrite {SAMPLE['passage']} for {SAMPLE['instruction']}."
     assert overlaid.hash("instructir/rewrite") != builtin.hash("instructir/rewrite")
     assert overlaid.hash("instructir/instructions") == builtin.hash("instructir/instructions")
+
+
+def test_a_template_edited_while_a_run_renders_it_changes_nothing_of_that_run(tmp_path: Path) -> None:
+    """Every call records the hash of its template: the text rendered must stay the text hashed."""
+    path = tmp_path / "instructir" / "rewrite.j2"
+    path.parent.mkdir()
+    path.write_text("{% block system %}S.{% endblock %}{% block user %}First {{ passage }}.{% endblock %}")
+    prompts = Prompts(tmp_path)
+    first = prompts.render("instructir/rewrite", **SAMPLE)
+    path.write_text("{% block system %}S.{% endblock %}{% block user %}Second {{ passage }}.{% endblock %}")
+    os.utime(path, (path.stat().st_atime, path.stat().st_mtime + 10))  # as an edit seconds later
+    again = prompts.render("instructir/rewrite", **SAMPLE)
+    assert again == first
+    assert again.messages[-1]["content"] == f"First {SAMPLE['passage']}."
+    assert Prompts(tmp_path).render("instructir/rewrite", **SAMPLE).messages[-1]["content"].startswith("Second")
 
 
 def test_unknown_template_and_bad_overlay(tmp_path: Path) -> None:
