@@ -6,7 +6,8 @@ server (a temporary server per process would add seconds of noise to each wall t
     .venv/bin/python -m bench.live_watch [--seeds 100] [--latency 0.05] [--concurrency 64] [--repeat 3]
 
 Prints the median wall time of each kind, their ratio (watched / alone), the polls made and the slowest
-answer a poll got.
+answer a poll got; and, once per watched run, how long the same `ifsynth run` started again on the run's
+warehouse takes to be refused (it is in use).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.common import REPO, cli, emit, fake_server, finish, run_args, synthetic_beir, warm_up
+from ifsynth.warehouse.live import live_file
 from tests.servers import prefect_server
 
 
@@ -32,6 +34,8 @@ def one_run(server: str, seeds: Path, warehouse: Path, env: dict[str, str], args
     started = time.perf_counter()
     process = cli(warehouse, *process_args, env=env)
 
+    refused: list[float] = []
+
     def watch_it() -> None:
         while process.poll() is None:
             asked = time.perf_counter()
@@ -40,6 +44,14 @@ def one_run(server: str, seeds: Path, warehouse: Path, env: dict[str, str], args
                 cwd=REPO, capture_output=True, env={**env}, check=False,
             )  # fmt: skip
             polls.append(time.perf_counter() - asked)
+            if not refused and process.poll() is None and live_file(warehouse).exists():  # the run serves
+                asked = time.perf_counter()
+                second = subprocess.run(
+                    [sys.executable, "-m", "ifsynth.flows.cli", "--warehouse", str(warehouse), *process_args],
+                    cwd=REPO, capture_output=True, text=True, env={**env}, check=False,
+                )  # fmt: skip
+                if second.returncode != 0 and "is in use" in second.stderr:  # else the run had just ended
+                    refused.append(time.perf_counter() - asked)
             time.sleep(1.0)
 
     watcher = threading.Thread(target=watch_it) if watch else None
@@ -49,7 +61,7 @@ def one_run(server: str, seeds: Path, warehouse: Path, env: dict[str, str], args
     wall = time.perf_counter() - started
     if watcher:
         watcher.join()
-    return {"wall_s": wall, "polls": len(polls), "slowest_poll_s": max(polls, default=0.0)}
+    return {"wall_s": wall, "polls": len(polls), "slowest_poll_s": max(polls, default=0.0), "refused": refused}
 
 
 def main() -> None:
@@ -82,6 +94,7 @@ def main() -> None:
             "watched_over_alone": round(watched / alone, 3),
             "polls": [r["polls"] for r in results[True]],
             "slowest_poll_s": round(max(r["slowest_poll_s"] for r in results[True]), 3),
+            "second_run_refused_in_s": [round(s, 3) for r in results[True] for s in r["refused"]],
         }
     )
 

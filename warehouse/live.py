@@ -7,7 +7,7 @@ named with a random token in ``<warehouse>.live`` (readable by its owner only), 
 file locked asks there. The answers come from the writer's own connection, so they are as fresh as its
 last flush (``FLUSH_SECONDS``); the server costs the writer nothing until it is asked. A run holds the file
 a moment before it serves (while it opens its run) and after (while it records how it ended): a reader
-waits that out.
+waits that out. A second run asks there first (``check_free``), and is refused at once when a run answers.
 """
 
 from __future__ import annotations
@@ -39,6 +39,7 @@ QUERIES: dict[str, Callable[..., Any]] = {
 TIMEOUT = 10.0  # a busy run on two cores may take seconds to answer a funnel
 POLL_SECONDS = 0.05
 WAIT_SECONDS = 15.0  # how long a reader waits for a run that holds the file and does not serve it yet
+WRITER_TIMEOUT = 2.0  # a run says it writes the file without touching it: no reason to wait as for a query
 
 
 def live_file(path: str | Path) -> Path:
@@ -104,6 +105,8 @@ class LiveServer:
             self._server = None
 
     def answer(self, query: str, args: dict[str, Any]) -> Any:
+        if query == "writer":  # who writes the file: a second run is refused at once (``check_free``)
+            return {"pid": os.getpid()}
         if query not in QUERIES:
             raise WarehouseError(f"unknown live query `{query}`")
         result = QUERIES[query](self.warehouse, **args)
@@ -128,14 +131,52 @@ def read(path: str | Path, query: str, *, memory_limit: str | None = None, **arg
         time.sleep(0.2)
 
 
+def check_free(path: str | Path) -> None:
+    """Before a run starts anything slow (Prefect): a warehouse a run is writing is refused at once, with the
+    writing process named, instead of after Prefect's start and the writer's wait for the file."""
+    where = _where(path)
+    if where is None:
+        return
+    try:
+        _post(where, "writer", {}, timeout=WRITER_TIMEOUT)
+    except TimeoutError:
+        pass  # a run too busy to answer at once is still a run
+    except (OSError, urllib.error.HTTPError):
+        return  # a file left by a process that died, or not a run of ours at that port: the open decides
+    raise WarehouseInUse(str(path), f"pid {where['pid']}, a run")
+
+
 def ask(path: str | Path, query: str, **args: Any) -> Any | None:
     """The answer of the process writing ``path``; None when no live writer serves it (no file, or a file
     left by a process that died)."""
-    file = live_file(path)
+    where = _where(path)
+    if where is None:
+        return None
     try:
-        where = json.loads(file.read_text())
+        return _revive(_post(where, query, args, timeout=TIMEOUT))
+    except urllib.error.HTTPError as exc:
+        said = json.loads(exc.read() or b"{}").get("error", f"the running process answered {exc.code}")
+        raise WarehouseError(said) from None
+    except TimeoutError:
+        raise WarehouseError(
+            f"the run writing `{path}` (pid {where['pid']}) did not answer within {TIMEOUT:g} s; "
+            "it may be busy: ask again"
+        ) from None
+    except OSError:
+        return None  # no process at that port: the file was left by one that died
+
+
+def _where(path: str | Path) -> dict[str, Any] | None:
+    """The writing process's pid, port and token, from its live file; None without one."""
+    try:
+        where: dict[str, Any] = json.loads(live_file(path).read_text())
     except (OSError, ValueError):
         return None
+    return where
+
+
+def _post(where: dict[str, Any], query: str, args: dict[str, Any], *, timeout: float) -> Any:
+    """``query`` asked of the process at ``where``; a timeout raises ``TimeoutError``, whatever layer saw it."""
     request = urllib.request.Request(
         f"http://127.0.0.1:{where['port']}/",
         data=json.dumps({"query": query, "args": args}).encode(),
@@ -143,18 +184,14 @@ def ask(path: str | Path, query: str, **args: Any) -> Any | None:
         method="POST",
     )
     try:
-        with urllib.request.urlopen(request, timeout=TIMEOUT) as reply:
-            return _revive(json.loads(reply.read()))
-    except urllib.error.HTTPError as exc:
-        said = json.loads(exc.read() or b"{}").get("error", f"the running process answered {exc.code}")
-        raise WarehouseError(said) from None
+        with urllib.request.urlopen(request, timeout=timeout) as reply:
+            return json.loads(reply.read())
+    except urllib.error.HTTPError:
+        raise
     except OSError as exc:
         if isinstance(exc, TimeoutError) or isinstance(getattr(exc, "reason", None), TimeoutError):
-            raise WarehouseError(
-                f"the run writing `{path}` (pid {where['pid']}) did not answer within {TIMEOUT:g} s; "
-                "it may be busy: ask again"
-            ) from None
-        return None  # no process at that port: the file was left by one that died
+            raise TimeoutError from None
+        raise
 
 
 def _jsonable(value: Any) -> Any:

@@ -23,7 +23,7 @@ from ifsynth.schemas.config import Endpoint, RunConfig
 from ifsynth.schemas.errors import ConfigError
 from ifsynth.schemas.records import RunRecord, StageCounts
 from ifsynth.warehouse.keys import canonical, sha256
-from ifsynth.warehouse.live import LiveServer
+from ifsynth.warehouse.live import LiveServer, check_free
 from ifsynth.warehouse.store import Warehouse
 
 if TYPE_CHECKING:  # Prefect is imported once its quiet defaults are set (quiet_prefect)
@@ -85,6 +85,7 @@ def execute(
     """Start the run this config describes, or continue the unfinished one with its fingerprint, and drive
     its recipe's flow in this process."""
     progress = progress or NoProgress()
+    check_free(warehouse_path)
     prompts, templates = checked(config, progress)
     with stoppable(), prefect_api(progress.note):
         flow = recipe(config.recipe).flow()

@@ -322,6 +322,16 @@ def test_a_running_run_can_be_watched_from_another_process(server: FakeOpenAI, t
             return funnel["llm_calls"]["sent"], funnel["in_progress"]
 
         first = watch()
+        # a second run of the same warehouse is refused in one line that names the run, before Prefect starts
+        second = subprocess.run(
+            [sys.executable, "-X", "importtime", "-m", "ifsynth.flows.cli", *run_args(server, warehouse)],
+            cwd=REPO, capture_output=True, text=True, timeout=120,
+        )  # fmt: skip
+        timings = [line for line in second.stderr.splitlines() if line.startswith("import time:")]
+        lines = said("\n".join(line for line in second.stderr.splitlines() if line not in timings))
+        assert second.returncode != 0 and len(lines) == 1, second.stderr[-2000:]
+        assert f"is in use by another process (pid {child.pid}, a run)" in lines[0]
+        assert "prefect" not in {line.rsplit("|", 1)[-1].strip() for line in timings}
         while (now := watch())[0] <= first[0]:  # the run records its calls in batches
             assert time.monotonic() < deadline, f"the counts grow while the run writes: {first}, then {now}"
             time.sleep(0.5)
