@@ -247,18 +247,24 @@ class Warehouse:
         return self
 
     def __exit__(self, _kind: object, error: BaseException | None, _trace: object) -> None:
-        """Close; a DuckDB error that ended the block becomes one line that says what to do about it."""
-        self.close()
+        """Close; a DuckDB error that ended the block, or that closing met (its last write), becomes one line
+        that says what to do about it."""
+        try:
+            self.close()
+        except duckdb.Error as exc:
+            if not isinstance(error, duckdb.Error):
+                raise self._explained(exc) from exc
         if isinstance(error, duckdb.Error) and not isinstance(error, duckdb.TransactionException):
             raise self._explained(error) from error
 
     def _explained(self, error: duckdb.Error) -> WarehouseError:
         """A DuckDB error a user can act on, said so: a memory limit too small, a full disk, a damaged file."""
-        said = " ".join(str(error).split(" Possible solutions")[0].split())[:200]
+        said = " ".join(re.split(r"\s+Possible solutions", str(error))[0].split())[:200]
         if isinstance(error, duckdb.OutOfMemoryException):
             return WarehouseError(
                 f"the warehouse ran out of memory ({said}): give --memory-limit a larger size, or leave it unset "
-                "(DuckDB then takes up to 80% of RAM)"
+                "(DuckDB then takes up to 80% of RAM), and run the same command again; the answers received are kept "
+                "in the journal"
             )
         if _out_of_space(error):
             return self._no_space()
@@ -404,6 +410,8 @@ class Warehouse:
                 cursor.execute("ROLLBACK")
             if _out_of_space(exc):
                 raise self._no_space() from exc
+            if isinstance(exc, duckdb.OutOfMemoryException):  # rows kept, as for a full disk: a rerun writes them
+                raise self._explained(exc) from exc
             raise
 
     def _no_space(self) -> WarehouseError:

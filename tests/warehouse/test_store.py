@@ -173,6 +173,26 @@ def test_a_memory_limit_too_small_is_one_line_that_says_so(tmp_path: Path) -> No
         query(warehouse, "SELECT list(range) AS l FROM range(1000000)")
 
 
+def test_a_write_past_the_memory_limit_is_one_line_the_run_is_recorded_and_nothing_is_lost(tmp_path: Path) -> None:
+    """DuckDB's own out-of-memory error, met by a real write under a small ``--memory-limit``: said in one line
+    whether a flush or the close meets it, and the answers are written once the limit is raised."""
+    path = tmp_path / "w.duckdb"
+    run = RunRecord(run_id="run-1", name="run-1", recipe="instructir", fingerprint="f", config={},
+                    code_version="v", status="running", started_at=datetime.now())  # fmt: skip
+    said = r"ran out of memory \(Out of Memory Error: [^)]*\)\): give --memory-limit a larger size"
+    warehouse = Warehouse(path, memory_limit="16MB")
+    warehouse.start_run(run)
+    with pytest.raises(WarehouseError, match=said):
+        for i in range(300):
+            warehouse.add_call(call(i).model_copy(update={"response": f"{i:06d}" * 10_000}))
+        warehouse.flush()
+    warehouse.finish_run("run-1", "failed", "out of memory")  # recorded, though its rows cannot be written now
+    with pytest.raises(WarehouseError, match=said):
+        warehouse.__exit__(None, None, None)  # closing writes them again: the same line, not DuckDB's exception
+    with Warehouse(path) as warehouse:
+        assert committed(warehouse) == 300 and warehouse.run("run-1").status == "failed"
+
+
 def test_a_truncated_warehouse_is_one_line_that_says_so(tmp_path: Path) -> None:
     path = tmp_path / "w.duckdb"
     with Warehouse(path) as warehouse:
