@@ -73,12 +73,15 @@ def _stop_local_prefect(home: str) -> None:
     shutil.rmtree(home, ignore_errors=True)
 
 
-def cli(warehouse: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.Popen[str]:
+def cli(
+    warehouse: Path, *args: str, env: dict[str, str] | None = None, python: str = sys.executable
+) -> subprocess.Popen[str]:
     """`ifsynth --warehouse W ...` as a child process in its own process group (killing the group is what a
-    crash of the machine does to the command; the local Prefect server runs in a session of its own)."""
+    crash of the machine does to the command; the local Prefect server runs in a session of its own).
+    ``python``: the interpreter of another checkout's venv, to run that checkout's ifsynth."""
     defaults = {"IR_DATASETS_HOME": str(warehouse.parent / "irds"), "PREFECT_HOME": prefect_home()}
     return subprocess.Popen(
-        [sys.executable, "-m", "ifsynth.flows.cli", "--warehouse", str(warehouse), *args],
+        [python, "-m", "ifsynth.flows.cli", "--warehouse", str(warehouse), *args],
         cwd=REPO,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
