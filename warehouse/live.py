@@ -141,7 +141,7 @@ def check_free(path: str | Path) -> None:
         _post(where, "writer", {}, timeout=WRITER_TIMEOUT)
     except TimeoutError:
         pass  # a run too busy to answer at once is still a run
-    except (OSError, urllib.error.HTTPError):
+    except OSError:  # HTTP errors too
         return  # a file left by a process that died, or not a run of ours at that port: the open decides
     raise WarehouseInUse(str(path), f"pid {where['pid']}, a run")
 

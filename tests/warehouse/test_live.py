@@ -3,6 +3,7 @@ serving it, a writer waits out a reader's query, and a run that does not answer 
 
 from __future__ import annotations
 
+import os
 import socket
 import subprocess
 import sys
@@ -109,3 +110,19 @@ def test_a_run_that_does_not_answer_is_one_line(tmp_path: Path, monkeypatch: pyt
             live.ask(path, "funnel")
     live.live_file(path).unlink()
     assert live.ask(path, "funnel") is None  # no file: no live writer
+
+
+def test_a_second_run_is_refused_only_by_a_run_that_answers(tmp_path: Path) -> None:
+    """``check_free``: no live file, or one a dead process left (nothing at its port), lets a run go on to open
+    the file; a live run is named at once."""
+    path = tmp_path / "w.duckdb"
+    make(path)
+    live.check_free(path)
+    with socket.socket() as unused:
+        unused.bind(("127.0.0.1", 0))
+        port = unused.getsockname()[1]
+    live.live_file(path).write_text(f'{{"pid": 999999, "port": {port}, "token": "t"}}')
+    live.check_free(path)
+    said = rf"in use by another process \(pid {os.getpid()}, a run\)"
+    with Warehouse(path) as warehouse, live.LiveServer(warehouse), pytest.raises(WarehouseInUse, match=said):
+        live.check_free(path)
