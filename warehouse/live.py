@@ -12,6 +12,7 @@ waits that out. A second run asks there first (``check_free``), and is refused a
 
 from __future__ import annotations
 
+import http.client
 import http.server
 import json
 import os
@@ -133,17 +134,18 @@ def read(path: str | Path, query: str, *, memory_limit: str | None = None, **arg
 
 def check_free(path: str | Path) -> None:
     """Before a run starts anything slow (Prefect): a warehouse a run is writing is refused at once, with the
-    writing process named, instead of after Prefect's start and the writer's wait for the file."""
+    writing process named, instead of after Prefect's start and the writer's wait for the file. Only a run
+    that says it is the process its live file names is believed: anything else (no file, a file a dead
+    process left, a port now another program's, no answer in time) leaves it to the open, as before."""
     where = _where(path)
     if where is None:
         return
     try:
-        _post(where, "writer", {}, timeout=WRITER_TIMEOUT)
-    except TimeoutError:
-        pass  # a run too busy to answer at once is still a run
-    except OSError:  # HTTP errors too
-        return  # a file left by a process that died, or not a run of ours at that port: the open decides
-    raise WarehouseInUse(str(path), f"pid {where['pid']}, a run")
+        answer = _post(where, "writer", {}, timeout=WRITER_TIMEOUT)
+    except (OSError, ValueError, http.client.HTTPException):  # timeouts and HTTP errors are OSErrors too
+        return
+    if answer == {"pid": where["pid"]}:
+        raise WarehouseInUse(str(path), f"pid {where['pid']}, a run")
 
 
 def ask(path: str | Path, query: str, **args: Any) -> Any | None:
@@ -162,15 +164,17 @@ def ask(path: str | Path, query: str, **args: Any) -> Any | None:
             f"the run writing `{path}` (pid {where['pid']}) did not answer within {TIMEOUT:g} s; "
             "it may be busy: ask again"
         ) from None
-    except OSError:
-        return None  # no process at that port: the file was left by one that died
+    except (OSError, ValueError, http.client.HTTPException):
+        return None  # no process at that port (the file was left by one that died), or not ours
 
 
 def _where(path: str | Path) -> dict[str, Any] | None:
     """The writing process's pid, port and token, from its live file; None without one."""
     try:
-        where: dict[str, Any] = json.loads(live_file(path).read_text())
+        where = json.loads(live_file(path).read_text())
     except (OSError, ValueError):
+        return None
+    if not isinstance(where, dict) or not {"pid", "port", "token"} <= where.keys():
         return None
     return where
 
@@ -186,8 +190,6 @@ def _post(where: dict[str, Any], query: str, args: dict[str, Any], *, timeout: f
     try:
         with urllib.request.urlopen(request, timeout=timeout) as reply:
             return json.loads(reply.read())
-    except urllib.error.HTTPError:
-        raise
     except OSError as exc:
         if isinstance(exc, TimeoutError) or isinstance(getattr(exc, "reason", None), TimeoutError):
             raise TimeoutError from None

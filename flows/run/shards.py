@@ -89,6 +89,7 @@ def execute_sharded(
             )
     if work_pool and not os.environ.get("PREFECT_API_URL"):
         raise ConfigError("--work-pool needs the Prefect server its workers poll: set PREFECT_API_URL")
+    live.check_free(warehouse_path)  # the warehouse the shards are merged into, before any shard is run
     prompts, templates = checked(config, progress)
     if work_pool:
         check_work_pool(work_pool)

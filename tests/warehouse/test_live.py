@@ -3,6 +3,7 @@ serving it, a writer waits out a reader's query, and a run that does not answer 
 
 from __future__ import annotations
 
+import json
 import os
 import socket
 import subprocess
@@ -21,6 +22,7 @@ from ifsynth.schemas.records import RunRecord
 from ifsynth.warehouse import live
 from ifsynth.warehouse.store import Warehouse
 from tests.conftest import REPO
+from tests.servers import fixed_reply
 
 
 def make(path: Path) -> None:
@@ -112,17 +114,31 @@ def test_a_run_that_does_not_answer_is_one_line(tmp_path: Path, monkeypatch: pyt
     assert live.ask(path, "funnel") is None  # no file: no live writer
 
 
-def test_a_second_run_is_refused_only_by_a_run_that_answers(tmp_path: Path) -> None:
-    """``check_free``: no live file, or one a dead process left (nothing at its port), lets a run go on to open
-    the file; a live run is named at once."""
+def test_a_second_run_is_refused_only_by_the_run_its_live_file_names(tmp_path: Path) -> None:
+    """``check_free``: with no live file, a damaged one, or one a dead process left (its port now closed,
+    silent, another program's, or a server that is not ours), a run goes on to open the file; the live run the
+    file names is named at once."""
     path = tmp_path / "w.duckdb"
     make(path)
+    file = live.live_file(path)
+
+    def names(port: int, pid: int = 999999) -> None:
+        file.write_text(json.dumps({"pid": pid, "port": port, "token": "t"}))
+
     live.check_free(path)
-    with socket.socket() as unused:
-        unused.bind(("127.0.0.1", 0))
-        port = unused.getsockname()[1]
-    live.live_file(path).write_text(f'{{"pid": 999999, "port": {port}, "token": "t"}}')
+    file.write_text("[1, 2]")
     live.check_free(path)
+    with socket.socket() as closed:
+        closed.bind(("127.0.0.1", 0))
+        names(closed.getsockname()[1])
+    live.check_free(path)
+    with socket.create_server(("127.0.0.1", 0)) as silent:  # accepts, never answers
+        names(silent.getsockname()[1])
+        live.check_free(path)
+    for status, body in ((200, b"<html>hello</html>"), (200, b'{"pid": 1}'), (403, b'{"error": "wrong token"}')):
+        with fixed_reply(status, body) as other:
+            names(int(other.base_url.rsplit(":", 1)[1].split("/")[0]))
+            live.check_free(path)
     said = rf"in use by another process \(pid {os.getpid()}, a run\)"
     with Warehouse(path) as warehouse, live.LiveServer(warehouse), pytest.raises(WarehouseInUse, match=said):
         live.check_free(path)
