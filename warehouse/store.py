@@ -252,8 +252,9 @@ class Warehouse:
         try:
             self.close()
         except duckdb.Error as exc:
-            if not isinstance(error, duckdb.Error):
+            if error is None:
                 raise self._explained(exc) from exc
+            # else the error that ended the block is the one to tell; what closing could not write is journaled
         if isinstance(error, duckdb.Error) and not isinstance(error, duckdb.TransactionException):
             raise self._explained(error) from error
 
@@ -261,10 +262,10 @@ class Warehouse:
         """A DuckDB error a user can act on, said so: a memory limit too small, a full disk, a damaged file."""
         said = " ".join(re.split(r"\s+Possible solutions", str(error))[0].split())[:200]
         if isinstance(error, duckdb.OutOfMemoryException):
+            kept = "" if self.read_only else "; the answers received are kept in the journal"
             return WarehouseError(
                 f"the warehouse ran out of memory ({said}): give --memory-limit a larger size, or leave it unset "
-                "(DuckDB then takes up to 80% of RAM), and run the same command again; the answers received are kept "
-                "in the journal"
+                f"(DuckDB then takes up to 80% of RAM), and run the same command again{kept}"
             )
         if _out_of_space(error):
             return self._no_space()

@@ -23,7 +23,7 @@ from ifsynth.flows.run.signals import stopping
 from ifsynth.flows.seeds import SeedSource
 from ifsynth.prompts.registry import Prompts
 from ifsynth.schemas.config import RecipeParams, RunConfig
-from ifsynth.schemas.errors import BudgetExhausted, RunFailed
+from ifsynth.schemas.errors import BudgetExhausted, RunFailed, WarehouseError
 from ifsynth.schemas.records import StageCounts
 from ifsynth.warehouse import review
 from ifsynth.warehouse.live import LiveServer
@@ -182,11 +182,14 @@ class RunContext:
         warehouse: Warehouse,
         progress: Tracker | None = None,
         budget: Budget | None = None,
+        prompts: Prompts | None = None,
     ) -> RunContext:
-        """The context of a run with this config: its parameters, templates and seeds."""
+        """The context of a run with this config: its parameters, templates and seeds. ``prompts``: the ones the
+        run's fingerprint was computed from, so that it renders the texts it was fingerprinted with."""
         chosen = recipe(config.recipe)
         params = chosen.settings.model_validate(config.params)
-        prompts, source = Prompts(config.prompts_dir, chosen.prompts), chosen.source(config.seeds, params)
+        prompts = prompts or Prompts(config.prompts_dir, chosen.prompts)
+        source = chosen.source(config.seeds, params)
         humans = review.decisions(warehouse, config.humans_from or run_id)
         return cls(
             run_id,
@@ -240,7 +243,11 @@ def recorded(warehouse: Warehouse, run_id: str) -> Iterator[None]:
         else:
             warehouse.finish_run(run_id, "failed", f"{type(exc).__name__}: {exc}"[:500])
         raise
-    warehouse.finish_run(run_id, "completed")
+    try:
+        warehouse.finish_run(run_id, "completed")
+    except WarehouseError as exc:  # its last rows could not be written (a full disk, the memory limit)
+        warehouse.finish_run(run_id, "failed", str(exc)[:500])
+        raise
 
 
 def check_failures(warehouse: Warehouse, run_id: str, stages: list[StageCounts], allowed: float) -> None:

@@ -13,6 +13,7 @@ from typing import Any
 import duckdb
 import pytest
 
+from ifsynth.flows.run.context import recorded
 from ifsynth.schemas.errors import WarehouseError
 from ifsynth.schemas.records import CallRecord, RunRecord, VerdictRecord
 from ifsynth.warehouse import store
@@ -174,23 +175,34 @@ def test_a_memory_limit_too_small_is_one_line_that_says_so(tmp_path: Path) -> No
 
 
 def test_a_write_past_the_memory_limit_is_one_line_the_run_is_recorded_and_nothing_is_lost(tmp_path: Path) -> None:
-    """DuckDB's own out-of-memory error, met by a real write under a small ``--memory-limit``: said in one line
-    whether a flush or the close meets it, and the answers are written once the limit is raised."""
+    """DuckDB's own out-of-memory error, met by a real write under a small ``--memory-limit`` as a run records
+    that it completed: said in one line, the run recorded failed, and the answers written once the limit is
+    raised."""
     path = tmp_path / "w.duckdb"
     run = RunRecord(run_id="run-1", name="run-1", recipe="instructir", fingerprint="f", config={},
                     code_version="v", status="running", started_at=datetime.now())  # fmt: skip
     said = r"ran out of memory \(Out of Memory Error: [^)]*\)\): give --memory-limit a larger size"
     warehouse = Warehouse(path, memory_limit="16MB")
     warehouse.start_run(run)
-    with pytest.raises(WarehouseError, match=said):
+    with pytest.raises(WarehouseError, match=said), recorded(warehouse, "run-1"):
         for i in range(300):
             warehouse.add_call(call(i).model_copy(update={"response": f"{i:06d}" * 10_000}))
-        warehouse.flush()
-    warehouse.finish_run("run-1", "failed", "out of memory")  # recorded, though its rows cannot be written now
     with pytest.raises(WarehouseError, match=said):
-        warehouse.__exit__(None, None, None)  # closing writes them again: the same line, not DuckDB's exception
+        warehouse.close()  # its rows cannot be written now either: they stay in the journal
     with Warehouse(path) as warehouse:
         assert committed(warehouse) == 300 and warehouse.run("run-1").status == "failed"
+
+
+def test_a_duckdb_error_closing_meets_is_one_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An error of the close itself (its last write, its checkpoint) is said as one that ended the block."""
+
+    def out_of_memory(_: Warehouse) -> None:
+        raise duckdb.OutOfMemoryException("Out of Memory Error: failed to allocate\n\nPossible solutions: ...")
+
+    monkeypatch.setattr(Warehouse, "flush", out_of_memory)
+    said = r"ran out of memory \(Out of Memory Error: failed to allocate\): give --memory-limit"
+    with pytest.raises(WarehouseError, match=said), Warehouse(tmp_path / "w.duckdb"):
+        pass
 
 
 def test_a_truncated_warehouse_is_one_line_that_says_so(tmp_path: Path) -> None:
