@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from jinja2 import (
+    BaseLoader,
     ChainableUndefined,
     ChoiceLoader,
     Environment,
@@ -78,13 +79,10 @@ class Prompts:
             loaders.insert(0, _Overlay(Path(overlay), known))
         self.overlay = Path(overlay) if overlay is not None else None
         self._builtin = loaders[-1]
-        self._loader = ChoiceLoader(loaders)
-        # a template is read once: every call records the hash of the text it was rendered from, and a run
-        # renders what it hashed at its start, however its files change while it runs (nor does each render
-        # pay a check of the file's time on disk)
+        self._loader = _ReadOnce(ChoiceLoader(loaders))
         self._env = ImmutableSandboxedEnvironment(
             loader=self._loader,
-            auto_reload=False,
+            auto_reload=False,  # no check of each template's file at every render: it is read once
             undefined=StrictUndefined,
             keep_trailing_newline=False,
             trim_blocks=True,
@@ -151,6 +149,26 @@ class Prompts:
             if role not in template.blocks:
                 raise PromptError(f"template `{name}.j2` has no `{{% block {role} %}}`")
         return template
+
+
+class _ReadOnce(BaseLoader):
+    """Each template's text as first read, for rendering and hashing alike: every call records the hash of
+    the text it was rendered from, and a run renders what it fingerprinted, however the files change while it
+    runs."""
+
+    def __init__(self, loader: BaseLoader) -> None:
+        self.loader = loader
+        self._read: dict[str, tuple[str, str | None]] = {}
+
+    def get_source(self, environment: Environment, template: str) -> tuple[str, str | None, Callable[[], bool]]:
+        if template not in self._read:
+            source, filename, _ = self.loader.get_source(environment, template)
+            self._read[template] = (source, filename)
+        source, filename = self._read[template]
+        return source, filename, lambda: True
+
+    def list_templates(self) -> list[str]:
+        return self.loader.list_templates()
 
 
 def _what(exc: BaseException) -> str:

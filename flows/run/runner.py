@@ -152,7 +152,7 @@ def _drive(
         run_id, resumed, name = open_run(warehouse, config, fingerprint(config, prompts, templates))
         budget = Budget(config.max_calls, config.max_cost)
         tracker = Tracker(progress)
-        activate(RunContext.build(run_id, config, warehouse, tracker, budget))
+        activate(RunContext.build(run_id, config, warehouse, tracker, budget, prompts))
         try:
             with LiveServer(warehouse, tracker.snapshot), recorded(warehouse, run_id):
                 # named as the run until the flow labels itself (flows/run/tasks.py), so the UI never shows

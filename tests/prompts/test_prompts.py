@@ -3,6 +3,7 @@ and an overlay replaces exactly the files it holds."""
 
 from __future__ import annotations
 
+import hashlib
 import os
 from pathlib import Path
 
@@ -91,12 +92,18 @@ def test_a_template_edited_while_a_run_renders_it_changes_nothing_of_that_run(tm
     path.write_text("{% block system %}S.{% endblock %}{% block user %}First {{ passage }}.{% endblock %}")
     prompts = Prompts(tmp_path)
     first = prompts.render("instructir/rewrite", **SAMPLE)
-    path.write_text("{% block system %}S.{% endblock %}{% block user %}Second {{ passage }}.{% endblock %}")
+    second = "{% block system %}S.{% endblock %}{% block user %}Second {{ passage }}.{% endblock %}"
+    path.write_text(second)
     os.utime(path, (path.stat().st_atime, path.stat().st_mtime + 10))  # as an edit seconds later
     again = prompts.render("instructir/rewrite", **SAMPLE)
     assert again == first
     assert again.messages[-1]["content"] == f"First {SAMPLE['passage']}."
-    assert Prompts(tmp_path).render("instructir/rewrite", **SAMPLE).messages[-1]["content"].startswith("Second")
+    later = Prompts(tmp_path)
+    later.check("instructir/rewrite")  # read and compiled before a run starts, hashed later
+    path.write_text("{% block system %}S.{% endblock %}{% block user %}Third {{ passage }}.{% endblock %}")
+    rendered = later.render("instructir/rewrite", **SAMPLE)
+    assert rendered.messages[-1]["content"] == f"Second {SAMPLE['passage']}."
+    assert rendered.template_hash == hashlib.sha256(second.encode()).hexdigest()[:16]
 
 
 def test_unknown_template_and_bad_overlay(tmp_path: Path) -> None:
