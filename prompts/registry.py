@@ -82,7 +82,6 @@ class Prompts:
         self._loader = _ReadOnce(ChoiceLoader(loaders))
         self._env = ImmutableSandboxedEnvironment(
             loader=self._loader,
-            auto_reload=False,  # no check of each template's file at every render: it is read once
             undefined=StrictUndefined,
             keep_trailing_newline=False,
             trim_blocks=True,
@@ -154,7 +153,7 @@ class Prompts:
 class _ReadOnce(BaseLoader):
     """Each template's text as first read, for rendering and hashing alike: every call records the hash of
     the text it was rendered from, and a run renders what it fingerprinted, however the files change while it
-    runs."""
+    runs (nor does a render check the file on disk again)."""
 
     def __init__(self, loader: BaseLoader) -> None:
         self.loader = loader
