@@ -48,11 +48,9 @@ def one_run(
             polls.append(time.perf_counter() - asked)
             if refuse and not refused and process.poll() is None and live_file(warehouse).exists():  # it serves
                 asked = time.perf_counter()
-                second = subprocess.run(
-                    [sys.executable, "-m", "ifsynth.flows.cli", "--warehouse", str(warehouse), *process_args],
-                    cwd=REPO, capture_output=True, text=True, env={**env}, check=False,
-                )  # fmt: skip
-                if second.returncode != 0 and "is in use" in second.stderr:  # else the run had just ended
+                second = cli(warehouse, *process_args, env=env)  # the same command as the run's
+                _, said = second.communicate()
+                if second.returncode != 0 and "is in use" in said:  # else the run had just ended
                     refused.append(time.perf_counter() - asked)
             time.sleep(1.0)
 
