@@ -24,7 +24,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from datetime import datetime
 from importlib import resources
 from pathlib import Path
-from typing import Any, BinaryIO, Literal, Self
+from typing import Any, BinaryIO, Literal, Self, TypeGuard
 
 import duckdb
 import pyarrow as pa
@@ -155,6 +155,17 @@ def _out_of_space(exc: BaseException) -> bool:
     )
 
 
+def _out_of_memory(exc: BaseException) -> TypeGuard[duckdb.Error]:
+    """Whether DuckDB ran out of memory under its cap: as a statement runs (its own exception), or as a commit
+    or the replay of its write-ahead log at the open does (a transaction error that says it could not
+    allocate)."""
+    if isinstance(exc, duckdb.OutOfMemoryException):
+        return True
+    return isinstance(exc, duckdb.TransactionException | duckdb.FatalException) and bool(
+        re.search(r"could not allocate|failed to allocate|Out of Memory", str(exc))
+    )
+
+
 def _row(record: ItemRecord | VerdictRecord | CallRecord, **serialized: str) -> dict[str, Any]:
     """A record as a row; JSON fields serialized, or taken as given in ``serialized``."""
     row = record.model_dump(exclude=set(serialized))
@@ -234,6 +245,10 @@ class Warehouse:
                 raise WarehouseError(
                     f"memory limit `{config['memory_limit']}` not understood ({exc}); give a size such as 2GB"
                 ) from None
+            except duckdb.TransactionException as exc:  # the replay of the write-ahead log a kill left
+                if not _out_of_memory(exc):
+                    raise
+                raise self._explained(exc) from None
             except duckdb.IOException as exc:
                 if "lock" not in str(exc).lower():
                     raise WarehouseError(f"cannot open warehouse `{self.path}`: {exc}") from exc
@@ -255,13 +270,15 @@ class Warehouse:
             if error is None:
                 raise self._explained(exc) from exc
             # else the error that ended the block is the one to tell; what closing could not write is journaled
-        if isinstance(error, duckdb.Error) and not isinstance(error, duckdb.TransactionException):
+        if isinstance(error, duckdb.Error) and (
+            not isinstance(error, duckdb.TransactionException) or _out_of_memory(error)
+        ):
             raise self._explained(error) from error
 
     def _explained(self, error: duckdb.Error) -> WarehouseError:
         """A DuckDB error a user can act on, said so: a memory limit too small, a full disk, a damaged file."""
         said = " ".join(re.split(r"\s+Possible solutions", str(error))[0].split())[:200]
-        if isinstance(error, duckdb.OutOfMemoryException):
+        if _out_of_memory(error):
             kept = "" if self.read_only else "; the answers received are kept in the journal"
             return WarehouseError(
                 f"the warehouse ran out of memory ({said}): give --memory-limit a larger size, or leave it unset "
@@ -407,11 +424,12 @@ class Warehouse:
                 self._append(cursor, table, rows)
             cursor.execute("COMMIT")
         except BaseException as exc:
-            with contextlib.suppress(duckdb.TransactionException):  # a COMMIT that failed has rolled back
+            # a COMMIT that failed has rolled back; one that ran out of memory may have invalidated the database
+            with contextlib.suppress(duckdb.TransactionException, duckdb.FatalException):
                 cursor.execute("ROLLBACK")
             if _out_of_space(exc):
                 raise self._no_space() from exc
-            if isinstance(exc, duckdb.OutOfMemoryException):  # rows kept, as for a full disk: a rerun writes them
+            if _out_of_memory(exc):  # rows kept, as for a full disk: a rerun writes them
                 raise self._explained(exc) from exc
             raise
 

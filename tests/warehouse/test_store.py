@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import errno
 import os
+import subprocess
+import sys
 import threading
 from datetime import datetime
 from pathlib import Path
@@ -191,6 +193,42 @@ def test_a_write_past_the_memory_limit_is_one_line_the_run_is_recorded_and_nothi
         warehouse.close()  # its rows cannot be written now either: they stay in the journal
     with Warehouse(path) as warehouse:
         assert committed(warehouse) == 300 and warehouse.run("run-1").status == "failed"
+
+
+def insert_calls(start: int, n: int) -> str:
+    """SQL that adds ``n`` calls, ids from ``start``: DuckDB writes them itself, at once."""
+    return (
+        "INSERT INTO llm_calls (call_id, key, run_id, stage, template, template_hash, base_url, model, request, "
+        f"attempt, created_at) SELECT uuid()::VARCHAR, sha256((i + {start})::VARCHAR), 'r', 's', 't', 'h', 'u', "
+        f"'m', '{{}}', 1, now() FROM range({n}) r(i)"
+    )
+
+
+def test_a_log_too_large_to_replay_under_the_memory_limit_is_one_line_and_nothing_is_lost(tmp_path: Path) -> None:
+    """A process killed before DuckDB checkpointed leaves its write-ahead log, replayed at the next open with the
+    table's index in memory. Under a cap too small for that, the open (to write, to read, or the CLI's) is one
+    line that says to raise the cap; opened without it, every row is there."""
+    path = tmp_path / "w.duckdb"
+    Warehouse(path).close()
+    with duckdb.connect(str(path)) as db:
+        db.execute(insert_calls(0, 60_000))
+        db.execute("CHECKPOINT")
+    killed = f"""import duckdb, os
+db = duckdb.connect({str(path)!r})
+db.execute("SET checkpoint_threshold = '10GB'")
+db.execute({insert_calls(60_000, 2_000)!r})
+os._exit(0)"""
+    subprocess.run([sys.executable, "-c", killed], check=True)
+    assert (tmp_path / "w.duckdb.wal").stat().st_size > 0
+    said = r"ran out of memory \(TransactionContext Error: Failure while replaying WAL.* give --memory-limit a larger"
+    for read_only in (True, False):
+        with pytest.raises(WarehouseError, match=said):
+            Warehouse(path, read_only=read_only, memory_limit="8MiB")
+    proc = invoke("--warehouse", str(path), "--memory-limit", "8MiB", "runs")
+    assert proc.returncode != 0 and "Traceback" not in proc.stderr
+    assert proc.stderr.strip().count("\n") == 0 and "give --memory-limit a larger size" in proc.stderr
+    with Warehouse(path) as warehouse:
+        assert committed(warehouse) == 62_000
 
 
 def test_a_duckdb_error_closing_meets_is_one_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
