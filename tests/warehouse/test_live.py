@@ -14,6 +14,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import pytest
 
@@ -137,7 +138,9 @@ def test_a_second_run_is_refused_only_by_the_run_its_live_file_names(tmp_path: P
         live.check_free(path)
     for status, body in ((200, b"<html>hello</html>"), (200, b'{"pid": 1}'), (403, b'{"error": "wrong token"}')):
         with fixed_reply(status, body) as other:
-            names(int(other.base_url.rsplit(":", 1)[1].split("/")[0]))
+            port = urlsplit(other.base_url).port
+            assert port is not None
+            names(port)
             live.check_free(path)
     said = rf"in use by another process \(pid {os.getpid()}, a run\)"
     with Warehouse(path) as warehouse, live.LiveServer(warehouse), pytest.raises(WarehouseInUse, match=said):
