@@ -7,6 +7,7 @@ Any IfsynthError becomes one line on stderr and a non-zero exit code.
 from __future__ import annotations
 
 import atexit
+import functools
 import json
 import os
 import signal
@@ -165,12 +166,21 @@ def run(
     work_pool: Annotated[
         str | None, typer.Option(help="Run the shards on this Prefect work pool's workers (default: local processes).")
     ] = None,
+    watch: Annotated[
+        bool,
+        typer.Option(
+            "--watch",
+            help="Then run it again, in this process, each time the recipe's templates or the --config file "
+            "change; Ctrl-C stops.",
+        ),
+    ] = False,
     as_json: JsonFlag = False,
 ) -> None:
     """Run a recipe; an unfinished run with the same settings is continued, from the cache."""
     from ifsynth.flows.run.config import resolve
 
-    settings = resolve(
+    settle = functools.partial(
+        resolve,
         recipe,
         seeds=seeds,
         config_file=config,
@@ -192,6 +202,12 @@ def run(
         batch=batch,
         pool_runs=pool_run,
     )
+    if watch:
+        if shards != 1 or work_pool is not None:
+            raise ConfigError("--watch runs in this process: not with --shards or --work-pool")
+        _watch(ctx, settle, config, as_json=as_json)
+        return
+    settings = settle()
     if shards == 1 and work_pool is None:
         _run_and_report(ctx, settings, as_json=as_json)
         return
@@ -280,6 +296,48 @@ def _intro(settings: Any, how: str = "") -> str:
     members = settings.endpoint.members
     where = f"a pool of {len(members)}" if members else public_url(settings.endpoint.base_url)
     return f"{settings.recipe}: seeds {settings.seeds}, model {settings.model} at {where}{how}; checking inputs"
+
+
+def _watch(ctx: typer.Context, settle: Callable[[], Any], config_file: str | None, *, as_json: bool) -> None:
+    """Run, then run again at each change of what ``settle`` reads, until Ctrl-C. What a change breaks (a
+    template that does not parse, a setting out of range, an endpoint down) is said in its one line and
+    waited out: the next change may fix it. Ctrl-C during a run stops the run and the watch, as without
+    ``--watch``; between runs it stops the watch."""
+    from ifsynth.flows.cli.watch import Watched
+
+    settings: Any = _watchable(settle())  # wrong from the start: its one line and the exit, as without --watch
+    watched = Watched(settings, config_file)
+    if not watched.folders and watched.file is None:
+        raise ConfigError("--watch found nothing to watch: give --prompts-dir or --config")
+    try:
+        while True:
+            if settings is not None:
+                try:
+                    _run_and_report(ctx, settings, as_json=as_json)
+                except RunInterrupted:
+                    raise
+                except IfsynthError as exc:
+                    err.print(_said(exc), markup=False, highlight=False, soft_wrap=True)
+            err.print(
+                f"watching {watched.describe()}: a saved change runs it again; Ctrl-C stops",
+                markup=False, highlight=False, soft_wrap=True,
+            )  # fmt: skip
+            err.print(f"changed: {', '.join(watched.wait())}", highlight=False)
+            try:
+                settings = _watchable(settle())
+            except IfsynthError as exc:
+                err.print(_said(exc), markup=False, highlight=False, soft_wrap=True)
+                settings = None
+            else:
+                watched = Watched(settings, config_file)  # the config file may have named another --prompts-dir
+    except KeyboardInterrupt:
+        err.print("stopped watching", highlight=False)
+
+
+def _watchable(settings: Any) -> Any:
+    if settings.name is not None:
+        raise ConfigError("--watch starts a new run at each change, and a run name names one run: give none")
+    return settings
 
 
 def _run_and_report(ctx: typer.Context, settings: Any, *, as_json: bool) -> str:
@@ -1105,8 +1163,7 @@ def main() -> None:
     except (click.exceptions.Abort, typer.Abort):
         sys.exit(1)
     except IfsynthError as exc:
-        clean_stop = isinstance(exc, BudgetExhausted | RunInterrupted)  # not failures: each says how to continue
-        _exit_after_error(f"{'' if clean_stop else 'error: '}{exc}", exc.exit_code)
+        _exit_after_error(_said(exc), exc.exit_code)
     except Exception as exc:
         if os.environ.get("IFSYNTH_DEBUG"):
             raise
@@ -1133,6 +1190,11 @@ def script() -> NoReturn:
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(code)
+
+
+def _said(exc: IfsynthError) -> str:
+    clean_stop = isinstance(exc, BudgetExhausted | RunInterrupted)  # not failures: each says how to continue
+    return f"{'' if clean_stop else 'error: '}{exc}"
 
 
 def _exit_after_error(message: str, code: int) -> None:

@@ -1,0 +1,76 @@
+"""``ifsynth run --watch``: the same run again, in the same process, each time a file it reads changes.
+
+A prompt being tuned is run again and again. As separate commands each run pays the imports (Prefect, the
+openai SDK: most of a fully cached rerun's 2 s); in one process they are paid once, and a run costs its new
+requests and the reading of its cached answers (README, "Tuning a prompt").
+
+The files are compared with what they were when the run started, by polling their ``stat``: a change saved
+while a run is in progress starts the next run as soon as it ends, which an event watcher started after the
+run would miss. A recipe has a handful of templates; a poll costs microseconds.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import time
+from importlib import resources
+from pathlib import Path
+
+from ifsynth.flows.run.registry import recipe
+from ifsynth.schemas.config import RunConfig
+
+TEMPLATE_SUFFIX = ".j2"
+POLL_SECONDS = 0.1
+
+Snapshot = dict[Path, tuple[int, int, int]]  # a file's modification time, size and inode
+
+
+class Watched:
+    """What a rerun reads again: the recipe's templates (the built-in ones where they are files on disk, an
+    editable install or a checkout, and those of ``--prompts-dir``) and the ``--config`` file, as they are
+    when this is made (just before a run reads them)."""
+
+    def __init__(self, config: RunConfig, config_file: str | None) -> None:
+        builtin = resources.files(recipe(config.recipe).prompts)
+        roots = [Path(str(builtin))] if isinstance(builtin, Path) else []
+        if config.prompts_dir is not None:
+            roots.append(Path(config.prompts_dir))
+        self.folders = sorted({(root / config.recipe).resolve() for root in roots})
+        self.file = Path(config_file).resolve() if config_file else None
+        self._seen = self._snapshot()
+
+    def describe(self) -> str:
+        templates = [f"{folder}/*{TEMPLATE_SUFFIX}" for folder in self.folders]
+        return ", ".join(templates + ([str(self.file)] if self.file else []))
+
+    def wait(self) -> list[str]:
+        """Blocks until a watched file is not what it was when last seen, and has stayed so for one poll (an
+        editor may save in steps); the names of the files that changed. Ctrl-C raises KeyboardInterrupt."""
+        while True:
+            now = self._snapshot()
+            if now != self._seen:
+                time.sleep(POLL_SECONDS)
+                if self._snapshot() == now:
+                    changed = [path for path in now.keys() | self._seen.keys() if now.get(path) != self._seen.get(path)]
+                    self._seen = now
+                    return sorted({path.name for path in changed})
+            else:
+                time.sleep(POLL_SECONDS)
+
+    def _snapshot(self) -> Snapshot:
+        found: Snapshot = {}
+        for folder in self.folders:
+            with contextlib.suppress(FileNotFoundError, NotADirectoryError), os.scandir(folder) as entries:
+                for entry in entries:
+                    if entry.name.endswith(TEMPLATE_SUFFIX):
+                        with contextlib.suppress(FileNotFoundError):
+                            found[Path(entry.path)] = _identity(entry.stat())
+        if self.file is not None:
+            with contextlib.suppress(FileNotFoundError):
+                found[self.file] = _identity(self.file.stat())
+        return found
+
+
+def _identity(stat: os.stat_result) -> tuple[int, int, int]:
+    return stat.st_mtime_ns, stat.st_size, stat.st_ino
