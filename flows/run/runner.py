@@ -17,10 +17,10 @@ from ifsynth.flows.run.config import check_files
 from ifsynth.flows.run.context import NoProgress, Progress, RunContext, Tracker, activate, deactivate, recorded
 from ifsynth.flows.run.prefect_api import prefect_api
 from ifsynth.flows.run.registry import recipe
-from ifsynth.flows.run.signals import stoppable
+from ifsynth.flows.run.signals import stop_signal, stoppable
 from ifsynth.prompts.registry import Prompts
 from ifsynth.schemas.config import Endpoint, RunConfig
-from ifsynth.schemas.errors import ConfigError
+from ifsynth.schemas.errors import ConfigError, Interrupted
 from ifsynth.schemas.records import RunRecord, StageCounts
 from ifsynth.warehouse.keys import canonical, sha256
 from ifsynth.warehouse.live import LiveServer, check_free
@@ -89,7 +89,13 @@ def execute(
     prompts, templates = checked(config, progress)
     with stoppable(), prefect_api(progress.note):
         flow = recipe(config.recipe).flow()
-        return _drive(flow, config, prompts, templates, warehouse_path, progress, memory_limit)
+        try:
+            return _drive(flow, config, prompts, templates, warehouse_path, progress, memory_limit)
+        except Exception:
+            stopped_by = stop_signal()
+            if stopped_by is not None:  # the stop, come out as another error (a library's wrapping of it)
+                raise Interrupted(stopped_by) from None
+            raise
 
 
 def checked(config: RunConfig, progress: Progress) -> tuple[Prompts, list[str]]:

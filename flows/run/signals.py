@@ -38,6 +38,11 @@ def stopping() -> bool:
     return bool(_received)
 
 
+def stop_signal() -> int | None:
+    """The stop signal that came during the last run, if one did."""
+    return _received[0] if _received else None
+
+
 @contextmanager
 def stoppable() -> Iterator[None]:
     """Within the block SIGINT and SIGTERM stop the run as described above; the handlers are restored after.

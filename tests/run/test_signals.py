@@ -1,6 +1,6 @@
 """The stop signals' handling in one process: outside an event loop a signal raises Interrupted; inside one it
-cancels the loop, which then raises Interrupted; a worker thread, where no handler can be installed, runs
-unguarded."""
+cancels the loop, which then raises Interrupted; a run that a signal stopped ends Interrupted whatever error
+the stop came out as; a worker thread, where no handler can be installed, runs unguarded."""
 
 from __future__ import annotations
 
@@ -8,12 +8,17 @@ import asyncio
 import os
 import signal
 import threading
+from pathlib import Path
+from typing import Any
 
 import pytest
 
 from ifsynth.flows.llm import loop
+from ifsynth.flows.run import runner
 from ifsynth.flows.run.signals import stoppable
-from ifsynth.schemas.errors import Interrupted
+from ifsynth.schemas.errors import Interrupted, WarehouseError
+from tests.fake_openai import FakeOpenAI
+from tests.helpers import config
 
 
 def test_a_signal_outside_a_loop_raises_interrupted_and_the_handlers_come_back() -> None:
@@ -36,6 +41,26 @@ def test_a_signal_inside_a_loop_cancels_it_and_the_loop_raises_interrupted() -> 
     with pytest.raises(Interrupted) as raised, stoppable():
         loop.run(requests())
     assert raised.value.exit_code == 130 and finished == []
+
+
+@pytest.mark.usefixtures("prefect")
+def test_a_run_stopped_by_a_signal_ends_interrupted_whatever_error_the_stop_came_out_as(
+    fake: FakeOpenAI, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    async def requests() -> None:
+        asyncio.get_running_loop().call_later(0.05, os.kill, os.getpid(), signal.SIGTERM)
+        try:
+            await asyncio.sleep(5)
+        except asyncio.CancelledError:  # as a library may turn its cancelled call into an error of its own
+            raise WarehouseError("the write was cut short") from None
+
+    def drive(*_: Any) -> Any:
+        return loop.run(requests())
+
+    monkeypatch.setattr(runner, "_drive", drive)
+    with pytest.raises(Interrupted) as raised:
+        runner.execute(config(fake), tmp_path / "w.duckdb")
+    assert raised.value.exit_code == 143
 
 
 def test_a_worker_thread_runs_unguarded() -> None:
