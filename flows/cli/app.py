@@ -303,10 +303,11 @@ def _watch(ctx: typer.Context, settle: Callable[[], Any], config_file: str | Non
     template that does not parse, a setting out of range, an endpoint down) is said in its one line and
     waited out: the next change may fix it. Ctrl-C during a run stops the run and the watch, as without
     ``--watch``; between runs it stops the watch."""
-    from ifsynth.flows.cli.watch import Watched
+    from ifsynth.flows.cli.watch import Watched, file_identity
 
+    config_read = file_identity(config_file)  # before it is read: a save from here on is a change
     settings: Any = _watchable(settle())  # wrong from the start: its one line and the exit, as without --watch
-    watched = Watched(settings, config_file)
+    watched = Watched(settings, config_file, config_read)
     if not watched.folders and watched.file is None:
         raise ConfigError("--watch found nothing to watch: give --prompts-dir or --config")
     try:
@@ -322,14 +323,15 @@ def _watch(ctx: typer.Context, settle: Callable[[], Any], config_file: str | Non
                 f"watching {watched.describe()}: a saved change runs it again; Ctrl-C stops",
                 markup=False, highlight=False, soft_wrap=True,
             )  # fmt: skip
-            err.print(f"changed: {', '.join(watched.wait())}", highlight=False)
+            err.print(f"changed: {', '.join(watched.wait())}", markup=False, highlight=False)
+            config_read = file_identity(config_file)
             try:
                 settings = _watchable(settle())
             except IfsynthError as exc:
                 err.print(_said(exc), markup=False, highlight=False, soft_wrap=True)
                 settings = None
-            else:
-                watched = Watched(settings, config_file)  # the config file may have named another --prompts-dir
+            else:  # the config file may name another --prompts-dir
+                watched = Watched(settings, config_file, config_read)
     except KeyboardInterrupt:
         err.print("stopped watching", highlight=False)
 

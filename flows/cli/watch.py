@@ -23,15 +23,17 @@ from ifsynth.schemas.config import RunConfig
 TEMPLATE_SUFFIX = ".j2"
 POLL_SECONDS = 0.1
 
-Snapshot = dict[Path, tuple[int, int, int]]  # a file's modification time, size and inode
+Identity = tuple[int, int, int]  # a file's modification time, size and inode
+Snapshot = dict[Path, Identity]
 
 
 class Watched:
     """What a rerun reads again: the recipe's templates (the built-in ones where they are files on disk, an
     editable install or a checkout, and those of ``--prompts-dir``) and the ``--config`` file, as they are
-    when this is made (just before a run reads them)."""
+    when this is made (just before a run reads its templates) and, for the config file, as ``config_read``
+    found it (``file_identity`` taken before the settings were read from it: a save in between is a change)."""
 
-    def __init__(self, config: RunConfig, config_file: str | None) -> None:
+    def __init__(self, config: RunConfig, config_file: str | None, config_read: Identity | None) -> None:
         builtin = resources.files(recipe(config.recipe).prompts)
         roots = [Path(str(builtin))] if isinstance(builtin, Path) else []
         if config.prompts_dir is not None:
@@ -39,6 +41,10 @@ class Watched:
         self.folders = sorted({(root / config.recipe).resolve() for root in roots})
         self.file = Path(config_file).resolve() if config_file else None
         self._seen = self._snapshot()
+        if self.file is not None:
+            self._seen.pop(self.file, None)
+            if config_read is not None:
+                self._seen[self.file] = config_read
 
     def describe(self) -> str:
         templates = [f"{folder}/*{TEMPLATE_SUFFIX}" for folder in self.folders]
@@ -66,11 +72,18 @@ class Watched:
                     if entry.name.endswith(TEMPLATE_SUFFIX):
                         with contextlib.suppress(FileNotFoundError):
                             found[Path(entry.path)] = _identity(entry.stat())
-        if self.file is not None:
-            with contextlib.suppress(FileNotFoundError):
-                found[self.file] = _identity(self.file.stat())
+        if self.file is not None and (identity := file_identity(self.file)) is not None:
+            found[self.file] = identity
         return found
 
 
-def _identity(stat: os.stat_result) -> tuple[int, int, int]:
+def file_identity(path: str | Path | None) -> Identity | None:
+    """What tells a file's versions apart; None when there is no such file."""
+    try:
+        return _identity(Path(path).stat()) if path else None
+    except FileNotFoundError:
+        return None
+
+
+def _identity(stat: os.stat_result) -> Identity:
     return stat.st_mtime_ns, stat.st_size, stat.st_ino
