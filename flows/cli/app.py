@@ -7,6 +7,7 @@ Any IfsynthError becomes one line on stderr and a non-zero exit code.
 from __future__ import annotations
 
 import atexit
+import contextlib
 import functools
 import json
 import os
@@ -304,36 +305,50 @@ def _watch(ctx: typer.Context, settle: Callable[[], Any], config_file: str | Non
     waited out: the next change may fix it. Ctrl-C during a run stops the run and the watch, as without
     ``--watch``; between runs it stops the watch."""
     from ifsynth.flows.cli.watch import Watched, file_identity
+    from ifsynth.flows.run.prefect_api import prefect_api
 
     config_read = file_identity(config_file)  # before it is read: a save from here on is a change
     settings: Any = _watchable(settle())  # wrong from the start: its one line and the exit, as without --watch
     watched = Watched(settings, config_file, config_read)
     if not watched.folders and watched.file is None:
         raise ConfigError("--watch found nothing to watch: give --prompts-dir or --config")
-    try:
-        while True:
-            if settings is not None:
+    with contextlib.ExitStack() as kept:
+        prefect_kept = False
+        try:
+            while True:
+                if settings is not None and _ran(ctx, settings, as_json=as_json) and not prefect_kept:
+                    # the Prefect server the run reported to, held for the whole watch: the local one would
+                    # stop after its idle while, between two edits, and take its UI along
+                    kept.enter_context(prefect_api())
+                    prefect_kept = True
+                err.print(
+                    f"watching {watched.describe()}: a saved change runs it again; Ctrl-C stops",
+                    markup=False, highlight=False, soft_wrap=True,
+                )  # fmt: skip
+                err.print(f"changed: {', '.join(watched.wait())}", markup=False, highlight=False)
+                config_read = file_identity(config_file)
                 try:
-                    _run_and_report(ctx, settings, as_json=as_json)
-                except RunInterrupted:
-                    raise
+                    settings = _watchable(settle())
                 except IfsynthError as exc:
                     err.print(_said(exc), markup=False, highlight=False, soft_wrap=True)
-            err.print(
-                f"watching {watched.describe()}: a saved change runs it again; Ctrl-C stops",
-                markup=False, highlight=False, soft_wrap=True,
-            )  # fmt: skip
-            err.print(f"changed: {', '.join(watched.wait())}", markup=False, highlight=False)
-            config_read = file_identity(config_file)
-            try:
-                settings = _watchable(settle())
-            except IfsynthError as exc:
-                err.print(_said(exc), markup=False, highlight=False, soft_wrap=True)
-                settings = None
-            else:  # the config file may name another --prompts-dir
-                watched = Watched(settings, config_file, config_read)
-    except KeyboardInterrupt:
-        err.print("stopped watching", highlight=False)
+                    settings = None
+                else:  # the config file may name another --prompts-dir
+                    watched = Watched(settings, config_file, config_read)
+        except KeyboardInterrupt:
+            err.print("stopped watching", highlight=False)
+
+
+def _ran(ctx: typer.Context, settings: Any, *, as_json: bool) -> bool:
+    """One run of a watch, and whether it ran to its end: a failure is said in its one line, for the next
+    change to fix; an interrupted run ends the watch."""
+    try:
+        _run_and_report(ctx, settings, as_json=as_json)
+    except RunInterrupted:
+        raise
+    except IfsynthError as exc:
+        err.print(_said(exc), markup=False, highlight=False, soft_wrap=True)
+        return False
+    return True
 
 
 def _watchable(settings: Any) -> Any:

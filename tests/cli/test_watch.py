@@ -17,6 +17,7 @@ from typing import IO
 import pytest
 
 from ifsynth.flows.cli.watch import Watched, file_identity
+from ifsynth.flows.run import local_prefect
 from ifsynth.flows.run.config import resolve
 from tests.conftest import INSTRUCTIR_SEEDS, REPO, invoke
 from tests.fake_openai import FakeOpenAI
@@ -103,6 +104,36 @@ def test_a_saved_change_runs_again_in_the_same_process_sending_only_what_changed
     assert set(unchanged.values()) == {0}, f"the unchanged stages answer from the cache: {unchanged}"
     runs = json.loads(invoke("--warehouse", str(warehouse), "runs", "--json").stdout)
     assert [run["status"] for run in runs] == ["completed", "completed"]
+
+
+def test_the_watch_keeps_the_local_prefect_server_its_runs_report_to(fake: FakeOpenAI, tmp_path: Path) -> None:
+    """A local server stops after its idle while (2 s here) once no command holds its lease: between two
+    edits it would stop, and its UI with it, unless the watch holds one."""
+    home = tmp_path / "prefect-home"
+    env = {key: value for key, value in os.environ.items() if key != "PREFECT_API_URL"}
+    env |= {"PREFECT_HOME": str(home), "IFSYNTH_PREFECT_IDLE": "2"}
+    child = subprocess.Popen(
+        [sys.executable, "-m", "ifsynth.flows.cli", "--warehouse", str(tmp_path / "w.duckdb"), "run", "instructir",
+         "--seeds", f"beir:{INSTRUCTIR_SEEDS}", "--limit", "2", "--base-url", fake.base_url, "--model", "m",
+         "--set", "instructions_per_query=1", "--watch"],
+        cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    assert child.stderr is not None
+    said, folder = Lines(child.stderr), home / "ifsynth-server"
+    try:
+        said.until("watching ")
+        time.sleep(6)  # three idle whiles past the run's own lease
+        assert local_prefect.running(folder) is not None, "kept while the watch goes on"
+        child.send_signal(signal.SIGINT)
+        said.until("stopped watching", seconds=30)
+        assert child.wait(timeout=30) == 0
+        deadline = time.monotonic() + 30
+        while local_prefect.running(folder) is not None:
+            assert time.monotonic() < deadline, "let go when the watch ends"
+            time.sleep(0.5)
+    finally:
+        child.kill()
+        local_prefect.stop(folder)
 
 
 def _documents(text: str) -> list[str]:
