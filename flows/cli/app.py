@@ -376,7 +376,7 @@ def _drive_and_report(ctx: typer.Context, start: Any, intro: str, *, as_json: bo
         try:
             started = start(progress)
         except KeyboardInterrupt as exc:  # typer would turn it into a bare exit 130
-            raise RunInterrupted(exc.signum if isinstance(exc, Interrupted) else signal.SIGINT) from None
+            raise RunInterrupted(exc.signum if isinstance(exc, Interrupted) else signal.SIGINT) from exc
     with _open(ctx) as warehouse:
         report = audit_queries.funnel(warehouse, started.run_id)
         run = warehouse.run(started.run_id)

@@ -67,6 +67,7 @@ def run(main: Coroutine[Any, Any, T], *, tune_gc: bool = True) -> T:
             raise Interrupted(_stopped_by.pop()) from None
         raise
     finally:
+        _stopped_by.clear()  # a stop that came out as another error is the caller's (signals.stop_signal)
         if tune_gc:
             gc.set_threshold(*thresholds)
             gc.unfreeze()

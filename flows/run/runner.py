@@ -20,7 +20,7 @@ from ifsynth.flows.run.registry import recipe
 from ifsynth.flows.run.signals import stop_signal, stoppable
 from ifsynth.prompts.registry import Prompts
 from ifsynth.schemas.config import Endpoint, RunConfig
-from ifsynth.schemas.errors import ConfigError, Interrupted
+from ifsynth.schemas.errors import BudgetExhausted, ConfigError, Interrupted
 from ifsynth.schemas.records import RunRecord, StageCounts
 from ifsynth.warehouse.keys import canonical, sha256
 from ifsynth.warehouse.live import LiveServer, check_free
@@ -87,14 +87,17 @@ def execute(
     progress = progress or NoProgress()
     check_free(warehouse_path)
     prompts, templates = checked(config, progress)
-    with stoppable(), prefect_api(progress.note):
-        flow = recipe(config.recipe).flow()
+    with stoppable():
         try:
-            return _drive(flow, config, prompts, templates, warehouse_path, progress, memory_limit)
-        except Exception:
+            with prefect_api(progress.note):
+                flow = recipe(config.recipe).flow()
+                return _drive(flow, config, prompts, templates, warehouse_path, progress, memory_limit)
+        except (Interrupted, BudgetExhausted):
+            raise  # recorded as what they say (context.recorded)
+        except BaseException as exc:
             stopped_by = stop_signal()
             if stopped_by is not None:  # the stop, come out as another error (a library's wrapping of it)
-                raise Interrupted(stopped_by) from None
+                raise Interrupted(stopped_by) from exc
             raise
 
 

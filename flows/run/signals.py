@@ -39,7 +39,7 @@ def stopping() -> bool:
 
 
 def stop_signal() -> int | None:
-    """The stop signal that came during the last run, if one did."""
+    """The stop signal that came since the outermost ``stoppable`` block was last entered, if one did."""
     return _received[0] if _received else None
 
 

@@ -8,17 +8,25 @@ import asyncio
 import os
 import signal
 import threading
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from ifsynth.flows.llm import loop
-from ifsynth.flows.run import runner
+from ifsynth.flows.run import runner, signals
 from ifsynth.flows.run.signals import stoppable
 from ifsynth.schemas.errors import Interrupted, WarehouseError
 from tests.fake_openai import FakeOpenAI
 from tests.helpers import config
+
+
+@pytest.fixture(autouse=True)
+def forgotten() -> Iterator[None]:
+    """The signals these tests send are forgotten after them: a later test of this process reads no stop."""
+    yield
+    signals._received.clear()
 
 
 def test_a_signal_outside_a_loop_raises_interrupted_and_the_handlers_come_back() -> None:
@@ -61,6 +69,18 @@ def test_a_run_stopped_by_a_signal_ends_interrupted_whatever_error_the_stop_came
     with pytest.raises(Interrupted) as raised:
         runner.execute(config(fake), tmp_path / "w.duckdb")
     assert raised.value.exit_code == 143
+
+    async def cancelled() -> None:
+        raise asyncio.CancelledError
+
+    try:
+        loop.run(cancelled())
+    except Interrupted:  # a KeyboardInterrupt: pytest.raises would let it end the session
+        pytest.fail("a later loop's own cancellation was read as that stop again")
+    except asyncio.CancelledError:
+        pass
+    else:
+        pytest.fail("the cancellation was lost")
 
 
 def test_a_worker_thread_runs_unguarded() -> None:
