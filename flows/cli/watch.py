@@ -4,14 +4,16 @@ A prompt being tuned is run again and again. As separate commands each run pays 
 openai SDK: most of a fully cached rerun's 2 s); in one process they are paid once, and a run costs its new
 requests and the reading of its cached answers (README, "Tuning a prompt").
 
-The files are compared with what they were when the run started, by polling their ``stat``: a change saved
-while a run is in progress starts the next run as soon as it ends, which an event watcher started after the
-run would miss. A recipe has a handful of templates; a poll costs microseconds.
+The files are compared by their content with what they were when the run read them, by polling: a change
+saved while a run is in progress starts the next run as soon as it ends, which an event watcher started
+after the run would miss, and a filesystem's coarse modification times cannot hide a save. A recipe has a
+handful of templates of a few kB; a poll reads them in well under a millisecond.
 """
 
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import os
 import time
 from importlib import resources
@@ -23,7 +25,7 @@ from ifsynth.schemas.config import RunConfig
 TEMPLATE_SUFFIX = ".j2"
 POLL_SECONDS = 0.1
 
-Identity = tuple[int, int, int]  # a file's modification time, size and inode
+Identity = tuple[int, str]  # a file's size and a digest of its bytes
 Snapshot = dict[Path, Identity]
 
 
@@ -67,23 +69,20 @@ class Watched:
     def _snapshot(self) -> Snapshot:
         found: Snapshot = {}
         for folder in self.folders:
-            with contextlib.suppress(FileNotFoundError, NotADirectoryError), os.scandir(folder) as entries:
+            with contextlib.suppress(OSError), os.scandir(folder) as entries:
                 for entry in entries:
-                    if entry.name.endswith(TEMPLATE_SUFFIX):
-                        with contextlib.suppress(FileNotFoundError):
-                            found[Path(entry.path)] = _identity(entry.stat())
+                    if entry.name.endswith(TEMPLATE_SUFFIX) and (identity := file_identity(entry.path)) is not None:
+                        found[Path(entry.path)] = identity
         if self.file is not None and (identity := file_identity(self.file)) is not None:
             found[self.file] = identity
         return found
 
 
 def file_identity(path: str | Path | None) -> Identity | None:
-    """What tells a file's versions apart; None when there is no such file."""
+    """What tells a file's versions apart: its content (a save that changes nothing is no change); None when
+    there is no such file, or it cannot be read (a save in progress, a folder)."""
     try:
-        return _identity(Path(path).stat()) if path else None
-    except FileNotFoundError:
+        data = Path(path).read_bytes() if path else None
+    except OSError:
         return None
-
-
-def _identity(stat: os.stat_result) -> Identity:
-    return stat.st_mtime_ns, stat.st_size, stat.st_ino
+    return None if data is None else (len(data), hashlib.blake2b(data, digest_size=16).hexdigest())

@@ -154,18 +154,32 @@ def test_what_is_watched_is_the_recipes_templates_and_the_config_file_as_a_run_r
     watched = Watched(settings, str(config_file), file_identity(config_file))
     assert watched.folders == sorted([BUILTIN, overlay / "instructir"]) and watched.file == config_file
     (overlay / "instructir" / "rewrite.j2").write_text("saved while the run ran")
-    assert watched.wait() == ["rewrite.j2"], "a change saved during the run starts the next one"
+    assert waited(watched) == ["rewrite.j2"], "a change saved during the run starts the next one"
 
     (overlay / "infir" / "rewrite.j2").write_text("another recipe's template")
     (overlay / "instructir" / ".rewrite.j2.swp").write_text("an editor's file")
     (config_file.parent / "other.toml").write_text("")
     (overlay / "instructir" / "rewrite.j2").unlink()
     config_file.write_text("[params]\nmin_group_size = 2\n")
-    assert watched.wait() == ["rewrite.j2", "run.toml"], "deleted, or changed; nothing else"
+    assert waited(watched) == ["rewrite.j2", "run.toml"], "deleted, or changed; nothing else"
+
+    config_file.write_text(config_file.read_text())  # saved as it was
+    (overlay / "instructir" / "judge_relevance.j2").write_text("new")
+    assert waited(watched) == ["judge_relevance.j2"], "a save that changes nothing is no change"
 
     read = file_identity(config_file)  # the settings are read from it; then it is saved before the watch looks
-    config_file.write_text("[params]\nmin_group_size = 30\n")
-    assert Watched(settings, str(config_file), read).wait() == ["run.toml"]
+    config_file.write_text("[params]\nmin_group_size = 3\n")
+    assert waited(Watched(settings, str(config_file), read)) == ["run.toml"]
+
+
+def waited(watched: Watched, seconds: float = 30) -> list[str]:
+    """``watched.wait()``, failed after ``seconds`` instead of blocking the suite."""
+    changed: queue.Queue[list[str]] = queue.Queue()
+    threading.Thread(target=lambda: changed.put(watched.wait()), daemon=True).start()
+    try:
+        return changed.get(timeout=seconds)
+    except queue.Empty:
+        raise AssertionError(f"no change seen within {seconds} s") from None
 
 
 @pytest.mark.parametrize("extra, message", [
