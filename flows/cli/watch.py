@@ -57,14 +57,11 @@ class Watched:
         editor may save in steps); the names of the files that changed. Ctrl-C raises KeyboardInterrupt."""
         while True:
             now = self._snapshot()
-            if now != self._seen:
-                time.sleep(POLL_SECONDS)
-                if self._snapshot() == now:
-                    changed = [path for path in now.keys() | self._seen.keys() if now.get(path) != self._seen.get(path)]
-                    self._seen = now
-                    return sorted({path.name for path in changed})
-            else:
-                time.sleep(POLL_SECONDS)
+            time.sleep(POLL_SECONDS)
+            if now != self._seen and self._snapshot() == now:
+                changed = [path for path in now.keys() | self._seen.keys() if now.get(path) != self._seen.get(path)]
+                self._seen = now
+                return sorted({path.name for path in changed})
 
     def _snapshot(self) -> Snapshot:
         found: Snapshot = {}

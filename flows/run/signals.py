@@ -35,7 +35,7 @@ def _handle(signum: int, _: FrameType | None) -> None:
 def stopping() -> bool:
     """Whether a stop signal has come: whatever a run then ends with (a cancelled request, a library's own
     wrapping of the interrupt) comes from the stop."""
-    return bool(_received)
+    return stop_signal() is not None
 
 
 def stop_signal() -> int | None:

@@ -60,19 +60,25 @@ class Lines:
         return seen
 
 
+def watching(
+    fake: FakeOpenAI, warehouse: Path, *options: str, env: dict[str, str] | None = None
+) -> subprocess.Popen[str]:
+    """`ifsynth run instructir --watch` on InstructIR's released seeds against ``fake``, in a child process."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "ifsynth.flows.cli", "--warehouse", str(warehouse), "run", "instructir",
+         "--seeds", f"beir:{INSTRUCTIR_SEEDS}", "--base-url", fake.base_url, "--model", "m", *options, "--watch"],
+        cwd=REPO, env=env or os.environ, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+
+
 def test_a_saved_change_runs_again_in_the_same_process_sending_only_what_changed(
     fake: FakeOpenAI, tmp_path: Path
 ) -> None:
     warehouse, overlay = tmp_path / "w.duckdb", tmp_path / "prompts"
     (overlay / "instructir").mkdir(parents=True)
     judge = overlay / "instructir" / "judge_specificity.j2"
-    child = subprocess.Popen(
-        [sys.executable, "-m", "ifsynth.flows.cli", "--warehouse", str(warehouse), "run", "instructir",
-         "--seeds", f"beir:{INSTRUCTIR_SEEDS}", "--limit", "6", "--base-url", fake.base_url, "--model", "m",
-         "--set", "min_group_size=1", "--set", "instructions_per_query=3", "--prompts-dir", str(overlay),
-         "--watch", "--json"],
-        cwd=REPO, env=os.environ, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-    )  # fmt: skip
+    child = watching(fake, warehouse, "--limit", "6", "--set", "min_group_size=1", "--set",
+                     "instructions_per_query=3", "--prompts-dir", str(overlay), "--json")  # fmt: skip
     assert child.stderr is not None and child.stdout is not None
     said, out = Lines(child.stderr), Lines(child.stdout)
     try:
@@ -112,12 +118,7 @@ def test_the_watch_keeps_the_local_prefect_server_its_runs_report_to(fake: FakeO
     home = tmp_path / "prefect-home"
     env = {key: value for key, value in os.environ.items() if key != "PREFECT_API_URL"}
     env |= {"PREFECT_HOME": str(home), "IFSYNTH_PREFECT_IDLE": "2"}
-    child = subprocess.Popen(
-        [sys.executable, "-m", "ifsynth.flows.cli", "--warehouse", str(tmp_path / "w.duckdb"), "run", "instructir",
-         "--seeds", f"beir:{INSTRUCTIR_SEEDS}", "--limit", "2", "--base-url", fake.base_url, "--model", "m",
-         "--set", "instructions_per_query=1", "--watch"],
-        cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-    )  # fmt: skip
+    child = watching(fake, tmp_path / "w.duckdb", "--limit", "2", "--set", "instructions_per_query=1", env=env)
     assert child.stderr is not None
     said, folder = Lines(child.stderr), home / "ifsynth-server"
     try:
