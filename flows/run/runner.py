@@ -17,10 +17,10 @@ from ifsynth.flows.run.config import check_files
 from ifsynth.flows.run.context import NoProgress, Progress, RunContext, Tracker, activate, deactivate, recorded
 from ifsynth.flows.run.prefect_api import prefect_api
 from ifsynth.flows.run.registry import recipe
-from ifsynth.flows.run.signals import stop_signal, stoppable
+from ifsynth.flows.run.signals import stoppable
 from ifsynth.prompts.registry import Prompts
 from ifsynth.schemas.config import Endpoint, RunConfig
-from ifsynth.schemas.errors import BudgetExhausted, ConfigError, Interrupted
+from ifsynth.schemas.errors import ConfigError
 from ifsynth.schemas.records import RunRecord, StageCounts
 from ifsynth.warehouse.keys import canonical, sha256
 from ifsynth.warehouse.live import LiveServer, check_free
@@ -87,18 +87,9 @@ def execute(
     progress = progress or NoProgress()
     check_free(warehouse_path)
     prompts, templates = checked(config, progress)
-    with stoppable():
-        try:
-            with prefect_api(progress.note):
-                flow = recipe(config.recipe).flow()
-                return _drive(flow, config, prompts, templates, warehouse_path, progress, memory_limit)
-        except (Interrupted, BudgetExhausted):
-            raise  # recorded as what they say (context.recorded)
-        except BaseException as exc:
-            stopped_by = stop_signal()
-            if stopped_by is not None:  # the stop, come out as another error (a library's wrapping of it)
-                raise Interrupted(stopped_by) from exc
-            raise
+    with stoppable(), prefect_api(progress.note):
+        flow = recipe(config.recipe).flow()
+        return _drive(flow, config, prompts, templates, warehouse_path, progress, memory_limit)
 
 
 def checked(config: RunConfig, progress: Progress) -> tuple[Prompts, list[str]]:

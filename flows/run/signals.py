@@ -4,6 +4,11 @@ The first signal stops the run: a stage's event loop, if one runs, is cancelled 
 so the requests in flight are dropped and no new one is sent; outside a loop the handler raises
 ``Interrupted`` at once. Answers already received stay in the warehouse and the run is recorded
 ``interrupted``. A second signal exits at once, for a user who will not wait.
+
+Whatever error a stopped block then ends with (a library may wrap the cancellation or the interrupt in an error
+of its own) leaves it as ``Interrupted``, the error as its cause, so every way of running a recipe (one
+process, shards, a flow run) says and records a stop as a stop. A budget's stop is its own: it stays
+``BudgetExhausted``.
 """
 
 from __future__ import annotations
@@ -16,7 +21,7 @@ from contextlib import contextmanager
 from types import FrameType
 
 from ifsynth.flows.llm import loop
-from ifsynth.schemas.errors import Interrupted
+from ifsynth.schemas.errors import BudgetExhausted, Interrupted
 
 SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
@@ -45,11 +50,12 @@ def stop_signal() -> int | None:
 
 @contextmanager
 def stoppable() -> Iterator[None]:
-    """Within the block SIGINT and SIGTERM stop the run as described above; the handlers are restored after.
+    """Within the block SIGINT and SIGTERM stop the run as described above, and an error after a stop leaves
+    it as ``Interrupted``; the handlers are restored after.
 
-    The runner opens one block around the whole run, and the flow opens another inside Prefect's flow engine,
-    which installs its own SIGTERM handler (raising ``TerminationSignal``, which a stage's event loop would
-    log and ignore)."""
+    The runner opens one block around the whole run (or around a sharded run's shards), and the flow opens
+    another inside Prefect's flow engine, which installs its own SIGTERM handler (raising
+    ``TerminationSignal``, which a stage's event loop would log and ignore)."""
     if threading.current_thread() is not threading.main_thread():
         yield  # only the main thread may handle signals; a flow run in a worker thread is stopped by its host
         return
@@ -59,6 +65,13 @@ def stoppable() -> Iterator[None]:
     previous = {signum: signal.signal(signum, _handle) for signum in SIGNALS}
     try:
         yield
+    except (Interrupted, BudgetExhausted):
+        raise
+    except BaseException as exc:
+        stopped_by = stop_signal()
+        if stopped_by is not None:  # the stop, come out as another error
+            raise Interrupted(stopped_by) from exc
+        raise
     finally:
         for signum, handler in previous.items():
             signal.signal(signum, handler)

@@ -1,6 +1,7 @@
 """The stop signals' handling in one process: outside an event loop a signal raises Interrupted; inside one it
-cancels the loop, which then raises Interrupted; a run that a signal stopped ends Interrupted whatever error
-the stop came out as; a worker thread, where no handler can be installed, runs unguarded."""
+cancels the loop, which then raises Interrupted; a block, and so a run, that a signal stopped ends Interrupted
+whatever error the stop came out as, unless a budget stopped it; a worker thread, where no handler can be
+installed, runs unguarded."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ import pytest
 from ifsynth.flows.llm import loop
 from ifsynth.flows.run import runner, signals
 from ifsynth.flows.run.signals import stoppable
-from ifsynth.schemas.errors import Interrupted, WarehouseError
+from ifsynth.schemas.errors import BudgetExhausted, Interrupted, WarehouseError
 from tests.fake_openai import FakeOpenAI
 from tests.helpers import config
 
@@ -49,6 +50,29 @@ def test_a_signal_inside_a_loop_cancels_it_and_the_loop_raises_interrupted() -> 
     with pytest.raises(Interrupted) as raised, stoppable():
         loop.run(requests())
     assert raised.value.exit_code == 130 and finished == []
+
+
+def test_a_block_a_signal_stopped_ends_interrupted_whatever_error_the_stop_came_out_as() -> None:
+    """What a run on shards and a flow run get from the block itself, as the runner's run does (below)."""
+    with pytest.raises(Interrupted) as raised, stoppable():
+        try:
+            os.kill(os.getpid(), signal.SIGINT)
+            signal.sigtimedwait([], 0.1)  # let the handler run
+        except Interrupted:  # as a library may turn the interrupt into an error of its own
+            raise WarehouseError("the write was cut short") from None
+    assert raised.value.exit_code == 130 and isinstance(raised.value.__cause__, WarehouseError)
+
+    with pytest.raises(BudgetExhausted), stoppable():  # a budget's stop stays what it is
+        try:
+            os.kill(os.getpid(), signal.SIGTERM)
+            signal.sigtimedwait([], 0.1)
+        except Interrupted:
+            raise BudgetExhausted("--max-calls 10 reached") from None
+
+
+def test_an_error_without_a_signal_stays_what_it_is() -> None:
+    with pytest.raises(WarehouseError), stoppable():
+        raise WarehouseError("the disk is full")
 
 
 @pytest.mark.usefixtures("prefect")
