@@ -128,9 +128,12 @@ def descendants(pid: int) -> list[int]:
 
 
 @contextlib.contextmanager
-def fixed_reply(status: int, body: bytes = b"", headers: dict[str, str] | None = None) -> Iterator[FixedReply]:
+def fixed_reply(
+    status: int, body: bytes = b"", headers: dict[str, str] | None = None, *, lists_models: bool = False
+) -> Iterator[FixedReply]:
     """An endpoint that answers every request with the same raw reply (a 401, an HTML 502, a gzip bomb ...),
-    keeping each request's path and headers."""
+    keeping each request's path and headers; ``lists_models``: except ``GET /models``, answered with an empty
+    list, so a run gets past its look at the endpoint and meets the reply in its requests."""
     hits: list[str] = []
     sent: list[dict[str, str]] = []
 
@@ -139,13 +142,15 @@ def fixed_reply(status: int, body: bytes = b"", headers: dict[str, str] | None =
             self.rfile.read(int(self.headers.get("content-length") or 0))
             hits.append(self.path)
             sent.append({name.lower(): value for name, value in self.headers.items()})
-            self.send_response(status)
-            for name, value in {"content-length": str(len(body)), **(headers or {})}.items():
+            listing = lists_models and self.command == "GET" and self.path.endswith("/models")
+            reply, extra = (b'{"object": "list", "data": []}', {}) if listing else (body, headers or {})
+            self.send_response(200 if listing else status)
+            for name, value in {"content-length": str(len(reply)), **extra}.items():
                 self.send_header(name, value)
             self.end_headers()
-            self.wfile.write(body)
+            self.wfile.write(reply)
 
-        do_GET = do_POST  # GET /models, the preflight, gets the same reply
+        do_GET = do_POST  # GET /models, the preflight, gets the same reply unless it lists models
 
         def log_message(self, *_: Any) -> None:
             pass

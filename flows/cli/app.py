@@ -1182,9 +1182,9 @@ def main() -> None:
     except IfsynthError as exc:
         _exit_after_error(_said(exc), exc.exit_code)
     except Exception as exc:
-        if os.environ.get("IFSYNTH_DEBUG"):
-            raise
-        message = " ".join(str(exc).split())[:300]
+        from ifsynth.flows.llm.secrets import scrubbed
+
+        message = scrubbed(" ".join(str(exc).split()))[:300]
         _exit_after_error(f"error: unexpected {type(exc).__name__}: {message} (--debug shows the traceback)", 1)
     sys.exit(code if isinstance(code, int) else 0)
 
@@ -1217,11 +1217,14 @@ def _said(exc: IfsynthError) -> str:
 def _exit_after_error(message: str, code: int) -> None:
     """One line, then exit without the interpreter's teardown: an exception that stopped a run still holds
     DuckDB objects through its frames, and their bindings report each one as leaked at shutdown (dozens of
-    lines). Everything that must be written already was, by the context managers the exception unwound."""
+    lines). Everything that must be written already was, by the context managers the exception unwound.
+    ``--debug`` adds the traceback, without the endpoints' secrets (an error may have echoed the key)."""
     if os.environ.get("IFSYNTH_DEBUG"):
         import traceback
 
-        traceback.print_exc()
+        from ifsynth.flows.llm.secrets import scrubbed
+
+        sys.stderr.write(scrubbed(traceback.format_exc()))
     err.print(message, markup=False, highlight=False, soft_wrap=True)
     sys.stdout.flush()
     sys.stderr.flush()

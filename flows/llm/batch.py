@@ -11,9 +11,10 @@ polls the same batch when run again instead of submitting a second one.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import uuid
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 from ifsynth.flows.llm import openai
@@ -54,29 +55,39 @@ async def fetch(
     return ingested
 
 
+@contextlib.contextmanager
+def _refused(route: Route, call: str) -> Iterator[None]:
+    """An SDK error of a Batch API call, as one line without the route's secrets (a server may echo the key
+    into its error) and without the SDK's error chained under it, which a traceback would print."""
+    try:
+        yield
+    except openai.APIError as exc:
+        if isinstance(exc, openai.APIStatusError) and call == "POST /files" and exc.status_code in (404, 405, 501):
+            said = f"has no Batch API ({call} answered {exc.status_code}): drop --batch to send the requests one by one"
+        else:
+            error = route.scrub(" ".join(str(exc).split()))[:300]
+            said = f"failed {call} ({type(exc).__name__}: {error}); the run stopped, and continues when rerun"
+        raise EndpointDown(f"endpoint {route.base_url} {said}") from None
+
+
 async def _submit(route: Route, requests: Requests) -> str:
     lines = "".join(
         json.dumps({"custom_id": key, "method": "POST", "url": "/v1/chat/completions", "body": body}) + "\n"
         for key, (_, body) in requests.items()
     )
-    try:
+    with _refused(route, "POST /files"):
         uploaded = await route.client.files.create(file=("requests.jsonl", lines.encode()), purpose="batch")
-    except openai.APIStatusError as exc:
-        if exc.status_code not in (404, 405, 501):
-            raise
-        raise EndpointDown(
-            f"endpoint {route.base_url} has no Batch API (POST /files answered {exc.status_code}): "
-            "drop --batch to send the requests one by one"
-        ) from None
-    batch = await route.client.batches.create(
-        input_file_id=uploaded.id, endpoint="/v1/chat/completions", completion_window="24h"
-    )
+    with _refused(route, "POST /batches"):
+        batch = await route.client.batches.create(
+            input_file_id=uploaded.id, endpoint="/v1/chat/completions", completion_window="24h"
+        )
     return batch.id
 
 
 async def _poll(warehouse: Warehouse, route: Route, batch_id: str, poll_seconds: float) -> str:
     while True:
-        batch = await route.client.batches.retrieve(batch_id)
+        with _refused(route, "GET /batches"):
+            batch = await route.client.batches.retrieve(batch_id)
         if batch.status == DONE and batch.output_file_id:
             return batch.output_file_id
         if batch.status in FAILED or (batch.status == DONE and not batch.output_file_id):
@@ -98,7 +109,8 @@ async def _ingest(
     stage: str,
     prices: Mapping[str, Price],
 ) -> int:
-    content = await route.client.files.content(output)
+    with _refused(route, "GET /files content"):
+        content = await route.client.files.content(output)
     rows = 0
     for line in content.text.splitlines():
         if not line.strip():
@@ -113,6 +125,7 @@ async def _ingest(
         data = response.get("body") or {}
         failed = status != 200 or answer.get("error") is not None
         completion = completion_of(data)
+        said = route.scrub(f"batch: {json.dumps(answer.get('error') or data.get('error'))}")  # scrubbed, then cut
         warehouse.add_call(
             CallRecord(
                 call_id=uuid.uuid4().hex,
@@ -130,7 +143,7 @@ async def _ingest(
                 completion_tokens=completion.completion_tokens,
                 cost=call_cost(prices, body["model"], completion.prompt_tokens, completion.completion_tokens),
                 http_status=status,
-                error=f"batch: {json.dumps(answer.get('error') or data.get('error'))[:300]}" if failed else None,
+                error=said[:307] if failed else None,
                 logprobs=None if failed else completion.logprobs,
                 failure=_failure(status) if failed else None,
             )

@@ -83,7 +83,7 @@ class Breaker:
 
     def _trip(self, why: str) -> None:
         self.tripped = EndpointDown(f"endpoint {self.base_url} {why}; the run stopped, and continues when rerun")
-        raise self.tripped
+        raise self.tripped from None  # not chained to the failure that tripped it: its text may echo the key
 
     def _said(self, exc: BaseException) -> str:
         return self.scrub(" ".join(str(exc).split()))[:160]

@@ -33,6 +33,7 @@ from ifsynth.flows.llm.limits import AdaptiveLimit, RateLimit
 from ifsynth.flows.llm.local_model import LOCAL_BASE_URL, serve, weights
 from ifsynth.flows.llm.requests import Ask
 from ifsynth.flows.llm.retry import ReplyRejected, rejected
+from ifsynth.flows.llm.secrets import remember
 from ifsynth.schemas.answers import Answer, fit_strings, strict_schema
 from ifsynth.schemas.config import Endpoint, RunConfig
 from ifsynth.schemas.errors import EndpointDown
@@ -101,8 +102,11 @@ def _addressing(url: str, key: str | None) -> dict[str, Any]:
 
 
 def _secrets(url: str, key: str | None) -> list[str]:
-    """What error texts about this endpoint must not show: the key sent and the URL's secrets."""
-    return [secret for secret in (key or "", *url_secrets(url)) if len(secret) >= 4]
+    """What error texts about this endpoint must not show: the key sent and the URL's secrets; remembered for
+    every log record and unexpected error of the process (``flows.llm.secrets``)."""
+    found = [secret for secret in (key or "", *url_secrets(url)) if len(secret) >= 4]
+    remember(found)
+    return found
 
 
 def is_loopback(url: str) -> bool:

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from ifsynth.flows.llm.limits import Budget
+from ifsynth.flows.llm.secrets import scrubbed
 from ifsynth.flows.run.registry import recipe
 from ifsynth.flows.run.signals import stopping
 from ifsynth.flows.seeds import SeedSource
@@ -241,7 +242,7 @@ def recorded(warehouse: Warehouse, run_id: str) -> Iterator[None]:
         if stopping():
             warehouse.finish_run(run_id, "interrupted", "interrupted by the user")
         else:
-            warehouse.finish_run(run_id, "failed", f"{type(exc).__name__}: {exc}"[:500])
+            warehouse.finish_run(run_id, "failed", scrubbed(f"{type(exc).__name__}: {exc}")[:500])
         raise
     try:
         warehouse.finish_run(run_id, "completed")

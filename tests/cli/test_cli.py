@@ -252,6 +252,36 @@ def test_a_key_an_endpoint_echoes_is_not_stored(tmp_path: Path) -> None:
             assert SECRET.encode() not in path.read_bytes(), path
 
 
+@pytest.mark.parametrize("mode", [[], ["--batch"]], ids=["live", "batch"])
+def test_a_key_an_endpoint_echoes_reaches_no_log_or_state_in_prefect(tmp_path: Path, mode: list[str]) -> None:
+    """Past the look at the endpoint, every request answers 401 with the key in its text: the run stops (on
+    its breaker; in batch mode at the upload), and neither its log lines in Prefect (the failure's traceback
+    among them) nor its flow and task runs' states carry the key."""
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterName, LogFilter, LogFilterFlowRunId
+
+    echo = json.dumps({"error": {"message": f"Incorrect API key provided: {SECRET}"}}).encode()
+    warehouse = tmp_path / "w.duckdb"
+    with fixed_reply(401, echo, lists_models=True) as endpoint:
+        proc = cli("--warehouse", str(warehouse), "run", "instructir", "--seeds", "demo", "--limit", "2",
+                   "--base-url", endpoint.base_url, "--model", "m", *mode, env={"OPENAI_API_KEY": SECRET})  # fmt: skip
+    assert proc.returncode == 4 and SECRET not in proc.stdout + proc.stderr
+    assert ("failed POST /files" if mode else "answered 401: check the key in OPENAI_API_KEY") in proc.stderr
+    sent = "/files" if mode else "/chat/completions"
+    assert any(path.endswith(sent) for path in endpoint.hits), "the requests went out"
+    with Warehouse(warehouse, read_only=True) as store:
+        name = f"instructir/{store.run().name}"
+    with get_client(sync_client=True) as client:
+        (flow_run,) = client.read_flow_runs(flow_run_filter=FlowRunFilter(name=FlowRunFilterName(any_=[name])))
+        logs = client.read_logs(log_filter=LogFilter(flow_run_id=LogFilterFlowRunId(any_=[flow_run.id])))
+        task_runs = client.read_task_runs(flow_run_filter=FlowRunFilter(name=FlowRunFilterName(any_=[name])))
+    errors = [log.message for log in logs if log.level >= 40]
+    assert any(("failed POST /files" if mode else "answered 401") in message for message in errors), "logged"
+    states = [flow_run.state, *(task_run.state for task_run in task_runs)]
+    said = [log.message for log in logs] + [state.message or "" for state in states if state is not None]
+    assert not [text for text in said if SECRET in text]
+
+
 def test_a_second_writer_gets_one_line(server: FakeOpenAI, first: dict[str, Any]) -> None:
     with Warehouse(first["warehouse"]):
         proc = cli(*run_args(server, first["warehouse"]))

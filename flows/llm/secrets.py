@@ -1,0 +1,58 @@
+"""The secrets this process was given (endpoint keys, credentials in base URLs), kept out of whatever it says or
+records besides the requests themselves.
+
+Error texts are scrubbed where they are made: each route knows its own secrets (``Route.scrub``). This is the
+net under them, for texts made where no route is at hand: every log record, with its traceback (Prefect sends
+them to its server, which shows them in its UI), a run's recorded failure and the line a command prints for an
+error nobody expected. A server may echo the key it was sent into its error, and a library may chain that
+error under another, so it is the texts that are scrubbed, not the errors chosen.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterable
+from typing import Any
+
+_known: list[str] = []  # longest first: a secret that holds a shorter one is replaced whole
+
+
+def remember(secrets: Iterable[str]) -> None:
+    """Scrub ``secrets`` from this process's log records and unexpected errors from now on."""
+    new = set(secrets) - set(_known) - {""}
+    if not new:
+        return
+    _known[:] = sorted({*_known, *new}, key=len, reverse=True)
+    made = logging.getLogRecordFactory()
+    if not isinstance(made, _Scrubbing):  # once a secret is known: a process that has none pays nothing
+        logging.setLogRecordFactory(_Scrubbing(made))
+
+
+def scrubbed(text: str) -> str:
+    """``text`` with every remembered secret replaced."""
+    for secret in _known:
+        text = text.replace(secret, "***")
+    return text
+
+
+class _Scrubbing:
+    """Makes log records whose message, traceback and stack carry no secret. The traceback is formatted here,
+    as a handler would print it: a handler formats it only as it emits, past where a filter of ours runs."""
+
+    def __init__(self, made: Callable[..., logging.LogRecord]) -> None:
+        self.made = made
+
+    def __call__(self, *args: Any, **kwargs: Any) -> logging.LogRecord:
+        record = self.made(*args, **kwargs)
+        try:
+            message = record.getMessage()
+        except Exception:  # a malformed format: the handler reports it as it emits, without the arguments
+            return record
+        clean = scrubbed(message)
+        if clean != message:
+            record.msg, record.args = clean, ()
+        if record.exc_info and record.exc_info[0] is not None:
+            record.exc_text = scrubbed(logging.Formatter().formatException(record.exc_info))
+        if record.stack_info:
+            record.stack_info = scrubbed(record.stack_info)
+        return record

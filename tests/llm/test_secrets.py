@@ -1,0 +1,65 @@
+"""The net under the routes' own scrubbing: once an endpoint's secrets are known, no log record of the process
+carries them, in its message or in the traceback of an error chained under another, and an unexpected
+error's text is scrubbed too."""
+
+from __future__ import annotations
+
+import io
+import logging
+from collections.abc import Iterator
+
+import pytest
+
+from ifsynth.flows.llm import secrets
+
+KEY = "sk-echoed-31f0c9aa7d"
+
+
+@pytest.fixture(autouse=True)
+def forgotten() -> Iterator[None]:
+    """The secrets and the record factory as they were: later tests of this process log as before."""
+    made, known = logging.getLogRecordFactory(), list(secrets._known)
+    yield
+    logging.setLogRecordFactory(made)
+    secrets._known[:] = known
+
+
+def logged(logger: logging.Logger, message: str, *args: object, exc_info: bool = False) -> str:
+    """What a handler of ``logger`` writes for one error record."""
+    out = io.StringIO()
+    handler = logging.StreamHandler(out)
+    logger.addHandler(handler)
+    try:
+        logger.error(message, *args, exc_info=exc_info)
+    finally:
+        logger.removeHandler(handler)
+    return out.getvalue()
+
+
+def test_a_record_carries_no_remembered_secret_in_its_message_or_chained_traceback() -> None:
+    logger = logging.getLogger("ifsynth.test.secrets")
+    assert KEY in logged(logger, "refused %s", KEY), "nothing is scrubbed before a secret is known"
+    secrets.remember([KEY, "", "pa55w0rd"])
+    assert logged(logger, "refused %s, %s", KEY, "pa55w0rd") == "refused ***, ***\n"
+    try:
+        try:
+            raise PermissionError(f"Incorrect API key provided: {KEY}")
+        except PermissionError:
+            raise RuntimeError("the endpoint refused the key") from None  # suppressed, but a library may not
+    except RuntimeError as exc:
+        exc.__suppress_context__ = False
+        text = logged(logger, "failed", exc_info=True)
+    assert "Incorrect API key provided: ***" in text and "RuntimeError: the endpoint refused the key" in text
+    assert KEY not in text
+
+
+def test_a_secret_that_holds_another_is_replaced_whole() -> None:
+    secrets.remember(["abcd", "xxabcdxx"])
+    assert secrets.scrubbed("key xxabcdxx and abcd") == "key *** and ***"
+
+
+def test_remembering_again_keeps_one_factory() -> None:
+    secrets.remember([KEY])
+    made = logging.getLogRecordFactory()
+    secrets.remember([KEY, "another-secret"])
+    assert logging.getLogRecordFactory() is made
