@@ -175,6 +175,12 @@ def open_run(warehouse: Warehouse, config: RunConfig, print_: str) -> tuple[str,
     clash = warehouse.name_taken(name, print_)
     if clash:
         raise ConfigError(f"run name `{name}` is taken by run {clash} with another config")
+    imported = warehouse.release_row(name)  # a run's release is named as the run, and replaces its namesake
+    if imported is not None and imported["run_id"] is None:
+        raise ConfigError(
+            f"run name `{name}` is taken by a release imported from {imported['source']}, which the run's "
+            "release would replace; give another --name"
+        )
     started = warehouse.run(run_id).started_at if resumed else datetime.now()
     warehouse.start_run(
         RunRecord(

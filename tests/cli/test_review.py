@@ -179,3 +179,30 @@ def test_a_release_with_nothing_in_the_cache_fails_in_one_line(run: dict[str, An
         db.execute("DELETE FROM llm_calls")
     done = invoke("--warehouse", wh, "release", run["run_id"], "--name", "from-nothing")
     assert done.returncode != 0 and "asks failed" in done.stderr and "Traceback" not in done.stderr, done.stderr
+
+
+def test_a_run_or_release_named_as_an_imported_release_is_refused_and_the_import_kept(
+    run: dict[str, Any], tmp_path: Path
+) -> None:
+    wh = str(shutil.copy(run["warehouse"], tmp_path / "w.duckdb"))
+    assert invoke("--warehouse", wh, "export", "--format", "beir", "--out", str(tmp_path / "beir")).returncode == 0
+    assert invoke("--warehouse", wh, "import", "beir", str(tmp_path / "beir"), "--name", "orig").returncode == 0
+    with Warehouse(wh, read_only=True) as store:
+        before = store.query("SELECT count(*) AS n FROM release_queries WHERE release = 'orig'")[0]["n"]
+    with FakeOpenAI() as fake:
+        tried = [
+            invoke("--warehouse", wh, "release", run["run_id"], "--name", "orig"),
+            cli("--warehouse", wh, "run", "instructir", "--seeds", "demo", "--limit", "2", "--base-url",
+                fake.base_url, "--model", "m", "--name", "orig"),
+        ]  # fmt: skip
+    refused = (
+        "error: run name `orig` is taken by a release imported from import:beir, which the run's release would "
+        "replace; give another --name"
+    )
+    for done in tried:
+        assert done.returncode == 2 and done.stderr.strip().splitlines()[-1] == refused, done.stderr
+        assert "Traceback" not in done.stderr
+    with Warehouse(wh, read_only=True) as store:
+        kept = store.release_row("orig")
+        after = store.query("SELECT count(*) AS n FROM release_queries WHERE release = 'orig'")[0]["n"]
+    assert kept is not None and kept["run_id"] is None and kept["source"] == "import:beir" and after == before > 0
