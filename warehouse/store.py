@@ -192,13 +192,16 @@ RELEASE_COLUMNS = {
 class Warehouse:
     """Runs, items with lineage, verdicts, the LLM call cache and releases, in one DuckDB file."""
 
-    def __init__(self, path: str | Path, *, read_only: bool = False, memory_limit: str | None = None) -> None:
+    def __init__(
+        self, path: str | Path, *, read_only: bool = False, memory_limit: str | None = None, create: bool = True
+    ) -> None:
         """``memory_limit`` caps DuckDB's buffer pool (``512MB``, ``2GB``); by default DuckDB takes up to 80 %
         of the machine's memory and keeps the blocks a run writes, so a large run's process grows with its
-        warehouse."""
+        warehouse. A writer that is not ``create`` refuses a missing file, as a reader does: a mistyped path
+        is said, not made into an empty warehouse."""
         self.path = Path(path)
         self.read_only = read_only
-        if read_only and not self.path.exists():
+        if (read_only or not create) and not self.path.exists():
             raise WarehouseError(f"no warehouse at `{self.path}`; `ifsynth run` creates one")
         self.path.parent.mkdir(parents=True, exist_ok=True)
         config: dict[str, Any] = {"memory_limit": memory_limit} if memory_limit else {}

@@ -101,8 +101,9 @@ def _choice(value: str, choices: tuple[Choice, ...], option: str) -> Choice:
     raise typer.BadParameter(f"{option} must be one of {', '.join(choices)}")
 
 
-def _open(ctx: typer.Context, *, read_only: bool = True) -> Warehouse:
-    return Warehouse(ctx.obj.path, read_only=read_only, memory_limit=ctx.obj.memory_limit)
+def _open(ctx: typer.Context, *, read_only: bool = True, create: bool = False) -> Warehouse:
+    """The warehouse, which only a command that fills one from nothing (an import) may create."""
+    return Warehouse(ctx.obj.path, read_only=read_only, memory_limit=ctx.obj.memory_limit, create=create)
 
 
 def _read(ctx: typer.Context, query: str, **args: Any) -> Any:
@@ -528,7 +529,7 @@ def audit(
     status: Annotated[
         str | None, typer.Option(help="ok, rejected, parse_error, failed or accepted; default: all not kept.")
     ] = None,
-    limit: Annotated[int, typer.Option(help="At most this many rows; 0 for all.")] = 50,
+    limit: Annotated[int, typer.Option(min=0, help="At most this many rows; 0 for all.")] = 50,
     as_json: JsonFlag = False,
 ) -> None:
     """Items and the verdict that decided each; by default every item that did not make it."""
@@ -690,7 +691,7 @@ def import_(
     """Read a published release into the warehouse, to be measured like a generated one."""
     from ifsynth.flows.run.exports import import_release
 
-    with _open(ctx, read_only=False) as warehouse:
+    with _open(ctx, read_only=False, create=True) as warehouse:
         report = import_release(warehouse, fmt, directory, name)
     if as_json:
         _json(report)
@@ -1176,11 +1177,16 @@ def main() -> None:
         code = app(standalone_mode=False)
     except (click.ClickException, typer.TyperException) as exc:  # typer raises its own copy of click's errors
         message = exc.format_message()
+        if not message:  # no arguments: the help has been printed, and is the answer
+            sys.exit(exc.exit_code)
         _exit_after_error(f"error: {message} (--help lists the options)", exc.exit_code)
     except (click.exceptions.Abort, typer.Abort):
         sys.exit(1)
     except IfsynthError as exc:
         _exit_after_error(_said(exc), exc.exit_code)
+    except OSError as exc:  # a path a command was given and cannot use (read-only, a folder, missing): say which
+        where = f"`{exc.filename}`: " if exc.filename else ""
+        _exit_after_error(f"error: {where}{exc.strerror or exc}", 1)
     except Exception as exc:
         from ifsynth.flows.llm.secrets import scrubbed
 

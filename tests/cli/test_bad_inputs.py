@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from ifsynth.warehouse.store import Warehouse
 from tests.conftest import REPO, cli, invoke
 from tests.fake_openai import FakeOpenAI
 
@@ -203,8 +204,36 @@ def test_a_refusal_is_the_same_line_from_the_command_in_its_own_process(
     (["export", "--format", "nope"], "--format must be one of beir"),
     (["review", "export", "--status", "nope"], "--status must be one of rejected, ok, all"),
     (["run"], "Missing argument"),
+    (["audit", "--limit", "-1"], "Invalid value for '--limit'"),
 ])  # fmt: skip
 def test_a_wrong_flag_or_value_is_one_line_with_exit_2(tmp_path: Path, args: list[str], message: str) -> None:
     done = invoke("--warehouse", str(tmp_path / "w.duckdb"), *args)
     assert done.returncode == 2 and message in done.stderr, done.stderr
     assert len(done.stderr.strip().splitlines()) == 1 and "unexpected" not in done.stderr
+
+
+@pytest.mark.parametrize("args", [[], ["review"]])
+def test_no_subcommand_prints_the_help_and_no_error_line(args: list[str]) -> None:
+    done = invoke(*args)
+    assert done.returncode == 2 and "Usage:" in done.stdout and "error" not in done.stderr, done.stderr
+
+
+@pytest.mark.parametrize("args", [["review", "import", "{file}"], ["review", "serve"]])
+def test_a_mistyped_warehouse_is_said_and_not_created(tmp_path: Path, args: list[str]) -> None:
+    review = tmp_path / "review.csv"
+    review.write_text("item_id,stage,decision\n")
+    missing = tmp_path / "nope.duckdb"
+    done = invoke("--warehouse", str(missing), *(arg.format(file=review) for arg in args))
+    assert (
+        done.returncode == 1 and done.stderr.strip() == f"error: no warehouse at `{missing}`; `ifsynth run` creates one"
+    )
+    assert not list(tmp_path.glob("nope*"))
+
+
+def test_an_output_path_the_system_refuses_is_one_line_naming_it(tmp_path: Path) -> None:
+    wh = tmp_path / "w.duckdb"
+    Warehouse(wh).close()
+    folder = tmp_path / "a-folder"
+    folder.mkdir()
+    done = invoke("--warehouse", str(wh), "review", "import", str(folder))
+    assert done.returncode == 1 and done.stderr.strip() == f"error: `{folder}`: Is a directory", done.stderr
