@@ -6,8 +6,9 @@ import hashlib
 import json
 from collections.abc import Sequence
 from typing import Annotated, Any, Literal, Self
+from urllib.parse import urlsplit
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
 from pydantic.fields import FieldInfo
 
 StructuredOutput = Literal["json_schema", "json_object", "none"]
@@ -22,10 +23,22 @@ class Config(BaseModel):
 NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$"
 
 
+def _http_url(url: str) -> str:
+    """An endpoint is reached over HTTP: a URL without that scheme or a host is a typo, said before the run
+    looks at the endpoint (and before it would send a key there); not echoed, as it may hold a password."""
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ValueError("must start with http:// or https:// and name a host, such as http://localhost:8000/v1")
+    return url
+
+
+BaseUrl = Annotated[str, AfterValidator(_http_url)]
+
+
 class Member(Config):
     """One server of an endpoint pool."""
 
-    base_url: str
+    base_url: BaseUrl
     weight: float = Field(1.0, gt=0, description="its share: its concurrency is the endpoint's times this")
 
 
@@ -33,7 +46,7 @@ class Endpoint(Config):
     """An OpenAI-compatible server, or a pool of interchangeable ones (``members``). The key is read from the
     environment variable named here, never stored."""
 
-    base_url: str
+    base_url: BaseUrl
     members: tuple[Member, ...] = Field(
         (), description="servers of the same model to spread requests over; base_url is the first"
     )

@@ -248,6 +248,8 @@ class Warehouse:
                 raise WarehouseError(
                     f"memory limit `{config['memory_limit']}` not understood ({exc}); give a size such as 2GB"
                 ) from None
+            except duckdb.OutOfMemoryException as exc:  # a memory limit too small to open the file at all
+                raise self._explained(exc) from None
             except duckdb.TransactionException as exc:  # the replay of the write-ahead log a kill left
                 if not _out_of_memory(exc):
                     raise

@@ -256,12 +256,14 @@ def serve(
 ) -> None:
     """Serve the recipe flows to a Prefect server (PREFECT_API_URL) until Ctrl-C: a flow run of deployment
     `<recipe>/served` given a warehouse and a run's config (settings, never a key) runs that recipe here."""
+    from ifsynth.flows.run.prefect_api import check_servable
     from ifsynth.flows.run.prefect_api import serve as serve_flows
     from ifsynth.flows.run.registry import recipe, recipes
     from ifsynth.flows.run.runner import quiet_prefect
 
     quiet_prefect()
     chosen = [recipe(name) for name in names or recipes()]
+    check_servable()  # before it says it serves
     err.print(f"serving {', '.join(f'{r.name}/served' for r in chosen)}; Ctrl-C stops", highlight=False)
     serve_flows([r.flow() for r in chosen], limit)  # Prefect's runner stops cleanly on Ctrl-C, and returns
     err.print("stopped serving", highlight=False)
@@ -927,7 +929,7 @@ def review_serve(
     stage: ReviewStage = None,
     status: ReviewStatus = "rejected",
     sample: Annotated[int | None, typer.Option(help="At most N items, spread over stages and decisions.")] = None,
-    port: Annotated[int, typer.Option(help="The loopback port of the page.")] = 8765,
+    port: Annotated[int, typer.Option(min=1, max=65535, help="The loopback port of the page.")] = 8765,
     reviewer: Annotated[str | None, typer.Option(help="Whose decisions these are (default: you).")] = None,
 ) -> None:
     """A local page to review verdicts one at a time (a accept, r reject, s skip, u undo, n note); every

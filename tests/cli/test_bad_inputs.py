@@ -237,3 +237,41 @@ def test_an_output_path_the_system_refuses_is_one_line_naming_it(tmp_path: Path)
     folder.mkdir()
     done = invoke("--warehouse", str(wh), "review", "import", str(folder))
     assert done.returncode == 1 and done.stderr.strip() == f"error: `{folder}`: Is a directory", done.stderr
+
+
+@pytest.mark.parametrize("url", ["not-a-url", "ftp://host/v1", "http:///v1", "localhost:8000/v1"])
+def test_a_base_url_that_is_no_http_url_is_one_line_that_does_not_echo_it(tmp_path: Path, url: str) -> None:
+    warehouse = tmp_path / "w.duckdb"
+    done = invoke(
+        "--warehouse", str(warehouse), "run", "instructir", "--seeds", "demo", "--base-url", url, "--model", "m"
+    )
+    assert done.returncode == 2 and done.stderr.strip().splitlines() == [
+        "error: setting `endpoint.base_url`: must start with http:// or https:// and name a host, such as "
+        "http://localhost:8000/v1"
+    ], done.stderr
+    assert not warehouse.exists()
+
+
+def test_a_memory_limit_too_small_to_open_the_warehouse_is_one_line(tmp_path: Path) -> None:
+    wh = tmp_path / "w.duckdb"
+    Warehouse(wh).close()
+    done = invoke("--warehouse", str(wh), "--memory-limit", "1KB", "runs")
+    assert done.returncode == 1 and len(done.stderr.strip().splitlines()) == 1, done.stderr
+    assert (
+        done.stderr.startswith("error: the warehouse ran out of memory")
+        and "give --memory-limit a larger" in done.stderr
+    )
+
+
+def test_a_review_page_port_out_of_range_is_one_line(tmp_path: Path) -> None:
+    done = invoke("--warehouse", str(tmp_path / "w.duckdb"), "review", "serve", "--port", "99999")
+    assert done.returncode == 2 and "Invalid value for '--port'" in done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1
+
+
+def test_serving_without_a_prefect_server_says_so_before_it_says_it_serves(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("PREFECT_API_URL", raising=False)
+    done = invoke("serve", "instructir")
+    assert done.returncode == 2 and done.stderr.strip().splitlines() == [
+        "error: serving needs a Prefect server that outlives this process: set PREFECT_API_URL"
+    ], done.stderr
