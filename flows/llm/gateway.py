@@ -38,6 +38,7 @@ CHUNK, MAX_CHUNK = 256, 4096  # asks looked up in the cache at a time, first and
 SLICE = 32  # asks keyed, or started, before the event loop is given back
 NOTICE_WAIT = 5.0  # seconds of Retry-After worth a line on the progress display
 T = TypeVar("T")
+Answered = tuple[str | None, str | None, list[dict[str, Any]] | None]  # an answer's text, finish reason, logprobs
 
 
 class Since:
@@ -117,6 +118,7 @@ class Gateway:
         self._call_prefix = uuid.uuid4().hex[:20]
         self._calls = itertools.count()
         self.pending = 0  # asks started and not yet answered, over every ask_many under way
+        self._flying: dict[str, asyncio.Future[Answered | None]] = {}  # cache key -> its answer, once it comes
 
     async def __aenter__(self) -> Gateway:
         for role in ("generator", "judge"):
@@ -267,8 +269,10 @@ class Gateway:
                 return reply
             else:
                 try:
-                    text, finish, reply.logprobs, route, attempts = await self._send(stage, ask, request)
+                    (text, finish, reply.logprobs), route, attempts = await self._send_once(stage, ask, request)
                     reply.sent += attempts
+                    if route is None:  # answered by the same request, under way for another ask
+                        reply.cached += 1
                 except GatewayFailure as failed:
                     reply.sent += failed.attempts
                     reply.status, reply.error, reply.failure = "failed", failed.reason, failed.failure
@@ -281,8 +285,8 @@ class Gateway:
                 reply.cut = finish == "length"
                 cut = f" (the answer was cut off at max_tokens={ask.max_tokens})" if reply.cut else ""
                 reply.status, reply.error = "parse_error", f"{exc}{cut}"
-            if hit is None:  # an endpoint that answers only unusable things is as down as one that does not answer
-                route.breaker.answered(reply.error)
+            if hit is None and route is not None:  # an endpoint that answers only unusable things is as down
+                route.breaker.answered(reply.error)  # as one that does not answer
             if reply.status == "ok":
                 return reply
             if reply.cut:  # re-asked at the same budget, the answer would run on again
@@ -299,6 +303,27 @@ class Gateway:
             request = self._request(ask, messages, reask + 1)
         reply.failure = "terminal"  # no usable answer after every re-ask
         return reply
+
+    async def _send_once(self, stage: str, ask: Ask, request: Request) -> tuple[Answered, Route | None, int]:
+        """``_send``, unless the same request (its cache key: identical asks, from two items) is under way for
+        another ask: then that one's answer, with no route and no attempt, as a rerun would find it in the
+        cache. Sent twice, the two answers could differ (a sampling server), and a rerun would give both asks
+        whichever the cache holds first, another run than this one. If the other fails, this one is sent."""
+        key = request.key
+        while (flying := self._flying.get(key)) is not None:
+            answered = await asyncio.shield(flying)  # cancelled, this ask must not cancel the other's
+            if answered is not None:
+                return answered, None, 0
+        flying = asyncio.get_running_loop().create_future()
+        self._flying[key] = flying
+        answered = None
+        try:
+            text, finish, logprobs, route, attempts = await self._send(stage, ask, request)
+            answered = (text, finish, logprobs)
+            return answered, route, attempts
+        finally:
+            del self._flying[key]
+            flying.set_result(answered)
 
     async def _send(
         self, stage: str, ask: Ask, request: Request

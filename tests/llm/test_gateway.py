@@ -141,6 +141,28 @@ def test_answered_requests_come_from_the_cache(fake: FakeOpenAI, warehouse: Ware
     assert all(r.cached == 1 and r.sent == 0 for r in again)
 
 
+def test_identical_asks_under_way_at_once_send_one_request_and_share_its_answer(
+    fake: FakeOpenAI, warehouse: Warehouse
+) -> None:
+    """Two items may render the same request; sent twice, a sampling server could answer each differently,
+    and a rerun would then give both the one answer the cache holds: another funnel than the first run's."""
+    answers = iter(range(100))
+    fake.configure(latency=0.2, mode="responder", responder=lambda body: {**GOOD, "score": next(answers) % 2 + 1})
+    first = answer(fake, warehouse, [ask("same"), ask("same"), ask("other")])
+    assert fake.stats()["requests"] == 2
+    assert first[0].value == first[1].value and first[0].status == first[1].status == "ok"
+    assert [(r.sent, r.cached) for r in first] == [(1, 0), (0, 1), (1, 0)]
+    again = answer(fake, warehouse, [ask("same"), ask("same"), ask("other")])
+    assert [r.value for r in again] == [r.value for r in first] and fake.stats()["requests"] == 2
+
+
+def test_an_ask_whose_twin_failed_sends_its_own(fake: FakeOpenAI, warehouse: Warehouse) -> None:
+    fake.configure(latency=0.2, script=["400", "ok"])
+    first, second = answer(fake, warehouse, [ask("same"), ask("same")])
+    assert first.status == "failed" and second.status == "ok" and (second.sent, second.cached) == (1, 0)
+    assert fake.stats()["requests"] == 2
+
+
 def test_failed_requests_are_not_cached(fake: FakeOpenAI, warehouse: Warehouse) -> None:
     fake.configure(script=["400"])
     assert answer(fake, warehouse, [ask()])[0].status == "failed"
