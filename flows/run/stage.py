@@ -19,7 +19,7 @@ import asyncio
 from abc import ABC, abstractmethod
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, ClassVar, Generic, Literal, Self, TypeVar, cast
 
 from ifsynth.flows.llm import loop
@@ -46,6 +46,14 @@ class Outcome:
     verdicts: list[VerdictRecord] = field(default_factory=list)
     n_out: int | None = None
     rejects: list[str] = field(default_factory=list)  # other items it takes down (a sibling that cannot stand alone)
+
+    def overruled(self, accepted: bool) -> Outcome:
+        """This outcome as a person decided it, the rest kept. The stage's count was for its own decision, so it
+        is set again: a reject passes nothing on and drops what the stage made; an accept passes the input on as
+        one output, as a judge's pass does (of what it rejected, a stage made nothing more), so a stage's inputs
+        still add up to its funnel's columns."""
+        decision: Decision = "pass" if accepted else "reject"
+        return replace(self, decision=decision, items=self.items if accepted else [], n_out=int(accepted))
 
 
 @dataclass(frozen=True)
@@ -166,8 +174,7 @@ class StageWriter:
         human = self.ctx.humans.get((input_id or "", self.stage))
         if human in ("pass", "reject") and outcome.decision in ("pass", "reject") and human != outcome.decision:
             self.ctx.overruled.add((input_id or "", self.stage))
-            kept = human == "pass"
-            outcome = Outcome("pass" if kept else "reject", outcome.items if kept else [], outcome.verdicts)
+            outcome = outcome.overruled(human == "pass")
         self.counts["n_in"] += 1
         self.counts["n_out"] += outcome.n_out if outcome.n_out is not None else len(outcome.items)
         if outcome.decision == "set_aside":

@@ -133,6 +133,18 @@ def release_instructions(warehouse: str, release: str) -> set[str]:
     return {r["instruction"] for r in rows}
 
 
+def funnel(warehouse: str, run: str) -> dict[str, dict[str, int]]:
+    """A run's funnel, by stage."""
+    stages = json.loads(invoke("--warehouse", warehouse, "funnel", run, "--json").stdout)["stages"]
+    return {s["stage"]: s for s in stages}
+
+
+def unbalanced(stages: dict[str, dict[str, int]]) -> list[str]:
+    """The stages whose inputs are not their columns' sum: those that make several items of one input."""
+    columns = ("out", "set_aside", "rejected", "parse_error", "failed")
+    return [name for name, s in stages.items() if s["in"] != sum(s[column] for column in columns)]
+
+
 def test_release_counts_people_over_judges_and_sends_nothing(tmp_path: Path) -> None:
     wh = str(tmp_path / "w.duckdb")
     with FakeOpenAI(mode="responder", responder=picky) as fake:
@@ -161,6 +173,11 @@ def test_release_counts_people_over_judges_and_sends_nothing(tmp_path: Path) -> 
     with Warehouse(wh, read_only=True) as warehouse:
         (card,) = query(warehouse, "SELECT card FROM releases WHERE name = 'reviewed'")
     assert json.loads(card["card"])["reviewed"]["overruled"] == 3
+    judged, reviewed = funnel(wh, "judged"), funnel(wh, "reviewed")
+    was, now = judged["judge_specificity"], reviewed["judge_specificity"]
+    assert (now["out"], now["rejected"]) == (was["out"] + 2 - 1, was["rejected"] - 2 + 1), "as the people decided"
+    assert reviewed["group_filter"]["in"] == now["out"], "what a stage passed on is what the next takes in"
+    assert unbalanced(reviewed) == unbalanced(judged), "people's decisions count once, as out or rejected"
 
 
 def test_a_review_page_on_a_port_in_use_is_one_line(run: dict[str, Any]) -> None:
