@@ -8,16 +8,24 @@ from __future__ import annotations
 
 import json
 import logging
-import math
 from collections import defaultdict
-from collections.abc import Iterator
+from collections.abc import Container, Iterator
 from contextlib import contextmanager
 from importlib import resources
 from pathlib import Path
 from typing import Any, Protocol
 
 from ifsynth.schemas.errors import SeedError
-from ifsynth.schemas.seeds import SeedPair, SeedPassage, SeedQuery, id_fault
+from ifsynth.schemas.seeds import (
+    Judgement,
+    QrelsFault,
+    SeedPair,
+    SeedPassage,
+    SeedQuery,
+    id_fault,
+    judgement,
+    qrels_header,
+)
 
 
 class SeedSource(Protocol):
@@ -71,25 +79,6 @@ def _jsonl(path: Path, spec: str, *, numbered: bool = False) -> Iterator[Any]:
         yield (number, row) if numbered else row
 
 
-def _grade(spec: str, number: int, score: str) -> int:
-    """A qrels score as a TREC grade (> 0 relevant; 0.5 stays relevant)."""
-    try:
-        value = float(score)
-    except ValueError:
-        raise SeedError(f"seeds `{spec}`: qrels line {number} has a non-numeric score") from None
-    if not math.isfinite(value):
-        raise SeedError(f"seeds `{spec}`: qrels line {number} has the score `{score}`; a grade is a finite number")
-    return math.ceil(value) if value > 0 else int(value)
-
-
-def _is_number(text: str) -> bool:
-    try:
-        float(text)
-    except ValueError:
-        return False
-    return True
-
-
 def _topic(qid: str, row: dict[str, Any]) -> SeedQuery:
     """A query with the TREC topic fields a BEIR row may carry, at its top level or in its ``metadata``."""
     meta = row.get("metadata")
@@ -136,26 +125,15 @@ class BeirFolder:
             raise SeedError(f"seeds `{self.spec}`: queries.jsonl holds no query")
         if not any(queries.values()):
             raise SeedError(f"seeds `{self.spec}`: every query in queries.jsonl has an empty text")
-        header = next((line for _, line in _lines(self.qrels, self.spec)), "").rstrip("\n").split("\t")
-        if len(header) >= 3 and _is_number(header[2]):
+        if not qrels_header(next((line for _, line in _lines(self.qrels, self.spec)), "")):
             raise SeedError(
-                f"seeds `{self.spec}`: qrels/{self.qrels.name} line 1 is a judgement, not the header "
+                f"seeds `{self.spec}`: qrels/{self.qrels.name} line 1 is not the header "
                 "`query-id<TAB>corpus-id<TAB>score` that BEIR files start with"
             )
         judged = usable = 0
-        for number, line in _lines(self.qrels, self.spec, first=2):
-            fields = line.rstrip("\n").split("\t")
-            if len(fields) < 3:
-                continue  # blank, or reported by _judgements
-            unknown = "query" if fields[0] not in queries else "passage" if fields[1] not in docs else None
-            if unknown:
-                which = fields[0] if unknown == "query" else fields[1]
-                raise SeedError(
-                    f"seeds `{self.spec}`: qrels/{self.qrels.name} line {number} names {unknown} `{which}`, "
-                    f"which {'queries' if unknown == 'query' else 'corpus'}.jsonl does not hold"
-                )
+        for found in self._judged(queries, docs):
             judged += 1
-            usable += _grade(self.spec, number, fields[2]) > 0 and queries[fields[0]]
+            usable += found.grade > 0 and queries[found.query_id]
         if not usable:
             what = (
                 "holds no judgement"
@@ -186,14 +164,19 @@ class BeirFolder:
     def _judgements(self) -> dict[str, dict[str, int]]:
         """Per query, every judged passage with its grade (> 0 relevant)."""
         judged: dict[str, dict[str, int]] = defaultdict(dict)
-        for number, line in _lines(self.qrels, self.spec, first=2):
-            fields = line.rstrip("\n").split("\t")
-            if len(fields) < 3:
-                if line.strip():
-                    raise SeedError(f"seeds `{self.spec}`: qrels line {number} needs query-id, corpus-id, score")
-                continue
-            judged[fields[0]][fields[1]] = _grade(self.spec, number, fields[2])
+        for found in self._judged():
+            judged[found.query_id][found.doc_id] = found.grade
         return judged
+
+    def _judged(self, queries: Container[str] | None = None, docs: Container[str] | None = None) -> Iterator[Judgement]:
+        """The judgements below the header, each line held to ``judgement``'s rule (ids too, where given)."""
+        for number, line in _lines(self.qrels, self.spec, first=2):
+            try:
+                found = judgement(line, queries, docs)
+            except QrelsFault as fault:
+                raise SeedError(f"seeds `{self.spec}`: qrels/{self.qrels.name} line {number} {fault}") from None
+            if found is not None:
+                yield found
 
     def pairs(self) -> Iterator[SeedPair]:
         judged = self._judgements()

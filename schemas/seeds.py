@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Any
+import math
+from collections.abc import Container
+from typing import Any, NamedTuple
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -52,3 +54,52 @@ def id_fault(raw: object, what: str) -> str | None:
         shown = text.encode("unicode_escape").decode("ascii")  # a tab or a newline shown, the line kept one
         return f"_id `{shown}` holds whitespace (ids become TSV and TREC fields)"
     return None
+
+
+class Judgement(NamedTuple):
+    """One qrels line: a passage judged for a query, with its TREC grade (> 0 relevant)."""
+
+    query_id: str
+    doc_id: str
+    grade: int
+
+
+class QrelsFault(ValueError):
+    """Why a qrels line is no judgement, said without the file and line: each reader names them its own way."""
+
+
+def qrels_header(line: str) -> bool:
+    """Whether a qrels file's first line is its header (BEIR's `query-id corpus-id score`, InstructIR's
+    `qid pid score`): three columns, the third no number, so no judgement is taken for one."""
+    fields = line.rstrip("\r\n").split("\t")
+    return len(fields) >= 3 and not _is_number(fields[2])
+
+
+def judgement(line: str, queries: Container[str] | None = None, docs: Container[str] | None = None) -> Judgement | None:
+    """A qrels line's judgement (none for a blank line), held to the one rule seed folders and imported releases
+    keep: query-id, corpus-id and a finite score, the query one of ``queries`` and the passage one of ``docs``
+    (None: not checked), or a ``QrelsFault``. A fractional positive score stays relevant (0.5 is grade 1)."""
+    fields = line.rstrip("\r\n").split("\t")
+    if len(fields) < 3:
+        if line.strip():
+            raise QrelsFault("needs query-id, corpus-id, score")
+        return None
+    query_id, doc_id, score = fields[:3]
+    if not _is_number(score):
+        raise QrelsFault("has a non-numeric score")
+    value = float(score)
+    if not math.isfinite(value):
+        raise QrelsFault(f"has the score `{score}`; a grade is a finite number")
+    if queries is not None and query_id not in queries:
+        raise QrelsFault(f"names query `{query_id}`, which queries.jsonl does not hold")
+    if docs is not None and doc_id not in docs:
+        raise QrelsFault(f"names passage `{doc_id}`, which corpus.jsonl does not hold")
+    return Judgement(query_id, doc_id, math.ceil(value) if value > 0 else int(value))
+
+
+def _is_number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True

@@ -7,7 +7,6 @@ folder lacks (InstructIR's public corpus, for one) are reported, and the rest is
 
 from __future__ import annotations
 
-import csv
 import hashlib
 import json
 import re
@@ -24,7 +23,7 @@ from ifsynth.schemas.errors import ImportFailed
 from ifsynth.schemas.ifir import SCHEMES, SINGLE_LEVEL, TEST_DATA, level_mode, release_id
 from ifsynth.schemas.infir import FIELDS, MODES
 from ifsynth.schemas.modes import FOLLOWIR_MODES, INFOSEARCH_MODES, INSTRUCTED, ORIGINAL
-from ifsynth.schemas.seeds import id_fault
+from ifsynth.schemas.seeds import QrelsFault, id_fault, judgement, qrels_header
 from ifsynth.warehouse.store import Warehouse
 
 SEP = "[SEP]"
@@ -130,8 +129,8 @@ def read_instructir(path: Path) -> Imported:
         raise ImportFailed(
             f"`{root}` has neither only_instruction_queries.jsonl with only_queries.jsonl nor queries.jsonl"
         )
-    _corpus(root, out)
-    out.qrels = _qrels(_split_file(root / "qrels", out), INSTRUCTED)
+    docs = _corpus(root, out)
+    out.qrels = _qrels(_split_file(root / "qrels", out), INSTRUCTED, out, docs)
     return out
 
 
@@ -149,8 +148,8 @@ def read_beir(path: Path) -> Imported:
     else:
         for q in out.queries:
             q["mode"] = mode
-    _corpus(path, out)
-    out.qrels = _qrels(_split_file(path / "qrels", out), mode)
+    docs = _corpus(path, out)
+    out.qrels = _qrels(_split_file(path / "qrels", out), mode, out, docs)
     return out
 
 
@@ -252,9 +251,9 @@ def _modes_folder(path: Path, modes: tuple[str, ...], dimension: str | None) -> 
             meta["condition"] = row["condition"]
         for mode in present:
             part.query(mode, row["_id"], group, row.get("text", ""), row.get(f"instruction_{mode}") or "", **meta)
+    docs = _corpus(path, part, dimension=dimension)
     for mode in present:
-        part.qrels += _qrels(_split_file(path / f"qrels_{mode}", part), mode)
-    _corpus(path, part, dimension=dimension)
+        part.qrels += _qrels(_split_file(path / f"qrels_{mode}", part), mode, part, docs)
     return part
 
 
@@ -427,14 +426,18 @@ def _json_list(path: Path) -> list[dict[str, Any]]:
     return rows
 
 
-def _corpus(root: Path, out: Imported, dimension: str | None = None) -> None:
+def _corpus(root: Path, out: Imported, dimension: str | None = None) -> set[str] | None:
+    """The ids of the passages read, none where the folder has no corpus (then qrels cannot be held to one)."""
     corpus = root / "corpus.jsonl"
     if not corpus.exists():
         out.missing.append(f"{_where(dimension)}corpus.jsonl")
-        return
+        return None
     meta = {"dimension": dimension} if dimension else {}
+    ids = set()
     for row in _identified(corpus, "passage"):
+        ids.add(str(row["_id"]))
         out.doc(str(row["_id"]), row.get("text", ""), row.get("title") or "", **meta)
+    return ids
 
 
 def _split_file(qrels_dir: Path, out: Imported, *, required: bool = True) -> Path | None:
@@ -449,19 +452,24 @@ def _split_file(qrels_dir: Path, out: Imported, *, required: bool = True) -> Pat
     return None
 
 
-def _qrels(path: Path | None, mode: str) -> list[dict[str, Any]]:
+def _qrels(path: Path | None, mode: str, out: Imported, docs: set[str] | None) -> list[dict[str, Any]]:
+    """A qrels file's judgements, held to the rule a seed folder's are (a line that is none is refused, not
+    skipped), each naming a query of ``out`` and a passage of ``docs`` (none: the folder has no corpus). Only a
+    first line that is a header is passed over: a published file may lack one."""
     if path is None:
         return []
+    queries = {q["query_id"] for q in out.queries}
     rows = []
-    with path.open(encoding="utf-8", newline="") as handle:
-        for line in csv.reader(handle, delimiter="\t"):
-            if len(line) < 3:
+    with path.open(encoding="utf-8") as handle:
+        for number, line in enumerate(handle, start=1):
+            if number == 1 and qrels_header(line):
                 continue
             try:
-                score = int(float(line[-1]))
-            except ValueError:
-                continue  # the header
-            rows.append({"mode": mode, "query_id": line[0], "doc_id": line[-2], "score": score})
+                found = judgement(line, queries, docs)
+            except QrelsFault as fault:
+                raise ImportFailed(f"`{Path(*path.parts[-3:])}` line {number} {fault}") from None
+            if found is not None:
+                rows.append({"mode": mode, "query_id": found.query_id, "doc_id": found.doc_id, "score": found.grade})
     return rows
 
 

@@ -93,7 +93,7 @@ CASES: dict[str, tuple[Callable[[Path], list[str]], str]] = {
     ),
     "qrels without header": (
         lambda t: seeds(t, lambda r: (r / QRELS).write_text("dq01\tdp001\t1\n")),
-        "line 1 is a judgement, not the header",
+        "line 1 is not the header",
     ),
     "no queries": (
         lambda t: seeds(t, lambda r: (r / "queries.jsonl").write_text("")),
