@@ -389,13 +389,22 @@ def _jsonl(path: Path) -> Iterator[dict[str, Any]]:
 
 
 def _numbered(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
-    with path.open(encoding="utf-8") as handle:
-        for number, line in enumerate(handle, start=1):
-            if line.strip():
-                try:
-                    yield number, json.loads(line)
-                except json.JSONDecodeError as exc:
-                    raise ImportFailed(f"`{path.name}` line {number} is not JSON: {exc.msg}") from None
+    for number, line in _lines(path):
+        if line.strip():
+            try:
+                yield number, json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise ImportFailed(f"`{path.name}` line {number} is not JSON: {exc.msg}") from None
+
+
+def _lines(path: Path) -> Iterator[tuple[int, str]]:
+    """A text file's lines, numbered from 1; one that is not UTF-8 is said with its file and line."""
+    with path.open("rb") as handle:
+        for number, raw in enumerate(handle, start=1):
+            try:
+                yield number, raw.decode("utf-8")
+            except UnicodeDecodeError:
+                raise ImportFailed(f"`{path.name}` line {number} is not UTF-8 text; save the file as UTF-8") from None
 
 
 def _identified(path: Path, what: str) -> Iterator[dict[str, Any]]:
@@ -421,6 +430,8 @@ def _json_list(path: Path) -> list[dict[str, Any]]:
         rows = json.loads(path.read_text(encoding="utf-8"))
     except json.JSONDecodeError as exc:
         raise ImportFailed(f"`{path.name}` is not JSON: {exc.msg} (line {exc.lineno})") from None
+    except UnicodeDecodeError:
+        raise ImportFailed(f"`{path.name}` is not UTF-8 text; save the file as UTF-8") from None
     if not isinstance(rows, list):
         raise ImportFailed(f"`{path.name}` holds no JSON list of rows")
     return rows
@@ -460,16 +471,15 @@ def _qrels(path: Path | None, mode: str, out: Imported, docs: set[str] | None) -
         return []
     queries = {q["query_id"] for q in out.queries}
     rows = []
-    with path.open(encoding="utf-8") as handle:
-        for number, line in enumerate(handle, start=1):
-            if number == 1 and qrels_header(line):
-                continue
-            try:
-                found = judgement(line, queries, docs)
-            except QrelsFault as fault:
-                raise ImportFailed(f"`{Path(*path.parts[-3:])}` line {number} {fault}") from None
-            if found is not None:
-                rows.append({"mode": mode, "query_id": found.query_id, "doc_id": found.doc_id, "score": found.grade})
+    for number, line in _lines(path):
+        if number == 1 and qrels_header(line):
+            continue
+        try:
+            found = judgement(line, queries, docs)
+        except QrelsFault as fault:
+            raise ImportFailed(f"`{Path(*path.parts[-3:])}` line {number} {fault}") from None
+        if found is not None:
+            rows.append({"mode": mode, "query_id": found.query_id, "doc_id": found.doc_id, "score": found.grade})
     return rows
 
 

@@ -102,3 +102,14 @@ def test_qrels_scores_are_graded_as_seeds_are_and_only_a_header_is_passed_over(t
     assert [(r["query_id"], r["doc_id"], r["score"]) for r in rows] == [
         ("dq01", "dp001", 1), ("dq02", "dp002", 2), ("dq03", "dp003", 0)
     ]  # fmt: skip
+
+
+@pytest.mark.parametrize("name", ["corpus.jsonl", "queries.jsonl", "qrels/test.tsv"])
+def test_a_file_that_is_not_utf8_is_refused_in_one_line(tmp_path: Path, name: str) -> None:
+    folder = copied(tmp_path)
+    lines = (folder / name).read_bytes().splitlines(keepends=True)
+    lines[2] = b"\xe9" + lines[2]  # Latin-1's é
+    (folder / name).write_bytes(b"".join(lines))
+    done = invoke("--warehouse", str(tmp_path / "w.duckdb"), "import", "beir", str(folder), "--name", "latin")
+    said = f"error: `{Path(name).name}` line 3 is not UTF-8 text; save the file as UTF-8"
+    assert done.returncode == 1 and done.stderr.strip() == said, done.stderr
