@@ -1,4 +1,4 @@
-"""Reading a warehouse while a run writes it.
+"""Reading a warehouse while a run (or a review page) writes it.
 
 DuckDB lets one process open a database file for writing and no other process open it at all meanwhile,
 so ``runs``, ``funnel``, ``audit`` and ``show`` from another shell would be refused for the hours a run
@@ -50,10 +50,13 @@ def live_file(path: str | Path) -> Path:
 
 class LiveServer:
     """The writer's side: serves QUERIES over ``warehouse`` while the block runs; ``now`` adds the state of
-    the stage in progress to a funnel (done and total so far)."""
+    the stage in progress to a funnel (done and total so far); ``holder`` is what a second writer is told
+    holds the file."""
 
-    def __init__(self, warehouse: Warehouse, now: Callable[[], dict[str, Any] | None] | None = None) -> None:
-        self.warehouse, self.now = warehouse, now
+    def __init__(
+        self, warehouse: Warehouse, now: Callable[[], dict[str, Any] | None] | None = None, holder: str = "a run"
+    ) -> None:
+        self.warehouse, self.now, self.holder = warehouse, now, holder
         self.token = secrets.token_hex(16)
         self.file = live_file(warehouse.path)
         self._server: http.server.ThreadingHTTPServer | None = None
@@ -107,7 +110,7 @@ class LiveServer:
 
     def answer(self, query: str, args: dict[str, Any]) -> Any:
         if query == "writer":  # who writes the file: a second run is refused at once (``check_free``)
-            return {"pid": os.getpid()}
+            return {"pid": os.getpid(), "holder": self.holder}
         if query not in QUERIES:
             raise WarehouseError(f"unknown live query `{query}`")
         result = QUERIES[query](self.warehouse, **args)
@@ -144,8 +147,8 @@ def check_free(path: str | Path) -> None:
         answer = _post(where, "writer", {}, timeout=WRITER_TIMEOUT)
     except (OSError, ValueError, http.client.HTTPException):  # timeouts and HTTP errors are OSErrors too
         return
-    if answer == {"pid": where["pid"]}:
-        raise WarehouseInUse(str(path), f"pid {where['pid']}, a run")
+    if isinstance(answer, dict) and answer.get("pid") == where["pid"]:
+        raise WarehouseInUse(str(path), f"pid {where['pid']}, {answer.get('holder') or 'a run'}")
 
 
 def ask(path: str | Path, query: str, **args: Any) -> Any | None:

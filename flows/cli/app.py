@@ -938,8 +938,8 @@ def review_serve(
     from ifsynth.flows.cli.review_page import serve
 
     chosen = _choice(status, get_args(ReviewStatusValue), "--status")
-    with _open(ctx, read_only=False) as warehouse:
-        run_id = warehouse.run(run_ref).run_id
+    with _open(ctx, read_only=False) as warehouse, live.LiveServer(warehouse, holder="a review page"):
+        run_id = warehouse.run(run_ref).run_id  # `runs`, `funnel`, `audit`, `show` answer from this page meanwhile
         serve(
             warehouse,
             run_id,

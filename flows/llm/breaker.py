@@ -73,7 +73,7 @@ class Breaker:
             return
         if isinstance(exc, openai.APIConnectionError) and not isinstance(exc, openai.APITimeoutError):
             if not self._answered:
-                self._trip(f"cannot be reached ({self._said(exc)}): check --base-url and that the server is up")
+                self._trip(f"cannot be reached ({self._said(exc)}): check that URL and that the server is up")
             self._count("connection", CONNECTION_STREAK, f"stopped answering ({self._said(exc)})")
 
     def _count(self, kind: str, streak: int, why: str) -> None:

@@ -212,7 +212,7 @@ async def _look(endpoint: Endpoint, notify: Callable[[str], None]) -> None:
         if isinstance(exc, httpx2.TransportError):
             said = scrub(" ".join(str(exc.__cause__ or exc).split()) or type(exc).__name__, secrets)
             raise EndpointDown(
-                f"endpoint {where} cannot be reached ({said[:160]}): check --base-url and that the server is up"
+                f"endpoint {where} cannot be reached ({said[:160]}): check that URL and that the server is up"
             ) from None
         return  # whatever else: the run's breaker decides
     if response.status_code in (401, 403):

@@ -68,7 +68,7 @@ def test_a_closed_port_is_named_at_once(tmp_path: Path) -> None:
     proc = cli("--warehouse", str(tmp_path / "w.duckdb"), "run", "instructir", "--seeds", "demo",
                "--base-url", f"http://127.0.0.1:{free_port()}/v1", "--model", "m")  # fmt: skip
     assert proc.returncode == 4 and len(proc.stderr.strip().splitlines()) <= 2
-    assert "cannot be reached" in proc.stderr and "check --base-url" in proc.stderr
+    assert "cannot be reached" in proc.stderr and "check that URL and that the server is up" in proc.stderr
     assert not (tmp_path / "w.duckdb").exists(), "found before the warehouse is opened"
 
 

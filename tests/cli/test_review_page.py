@@ -18,7 +18,7 @@ from ifsynth.flows.cli.review_page import PAGE
 from ifsynth.flows.run.prefect_api import free_port
 from ifsynth.warehouse.store import Warehouse
 from tests.cli.test_review import picky, release_instructions
-from tests.conftest import REPO, cli
+from tests.conftest import REPO, cli, invoke
 from tests.fake_openai import FakeOpenAI
 from tests.helpers import query, sensible, small_instructir
 
@@ -91,6 +91,20 @@ def test_keys_decide_and_a_killed_server_loses_no_decision(warehouse: str, brows
         (listed[2]["item_id"], listed[2]["stage"]): ("reject", "not about the query"),
     }
     assert got == expected and {p["judge"] for p in people} == {"human:tester"}
+
+
+def test_while_the_page_is_up_reads_are_answered_and_a_run_is_told_what_holds_the_file(warehouse: str) -> None:
+    server, url = review_serve(warehouse, "--status", "all")
+    try:
+        items(url)
+        listed = invoke("--warehouse", warehouse, "runs", "--json")
+        refused = cli("--warehouse", warehouse, "run", "instructir", "--seeds", "demo", "--base-url",
+                      "http://127.0.0.1:9/v1", "--model", "m")  # fmt: skip
+    finally:
+        server.send_signal(signal.SIGINT)
+        server.wait(timeout=30)
+    assert listed.returncode == 0 and len(json.loads(listed.stdout)) == 1, listed.stderr
+    assert refused.returncode != 0 and f"in use by another process (pid {server.pid}, a review page)" in refused.stderr
 
 
 @pytest.fixture(scope="module")
