@@ -228,8 +228,12 @@ class Warehouse:
                 self._db.execute(resources.files("ifsynth.warehouse").joinpath("ddl.sql").read_text())
                 self._db.execute("INSERT OR IGNORE INTO meta VALUES ('schema_version', '1')")
                 self._replay_journal()
-                # A run still marked running cannot be alive: this process holds the only write lock.
-                self._db.execute("UPDATE runs SET status = 'interrupted' WHERE status = 'running'")
+                # A run still marked running cannot be alive: this process holds the only write lock. It is
+                # recorded as readers showed it (``shown_status``), not as a stop someone asked for.
+                self._db.execute(
+                    "UPDATE runs SET status = 'died', error = 'its process ended without recording how' "
+                    "WHERE status = 'running'"
+                )
             except duckdb.Error as exc:
                 self._db.close()
                 raise self._explained(exc) from exc
@@ -590,7 +594,7 @@ class Warehouse:
         """The newest unfinished run with this fingerprint: running it again continues it."""
         rows = self._sql(
             "SELECT run_id FROM runs WHERE fingerprint = ? "
-            "AND status IN ('pending', 'interrupted', 'failed', 'stopped') ORDER BY started_at DESC LIMIT 1",
+            "AND status IN ('pending', 'interrupted', 'failed', 'stopped', 'died') ORDER BY started_at DESC LIMIT 1",
             [fingerprint],
         )
         return rows[0]["run_id"] if rows else None

@@ -317,6 +317,8 @@ def test_killed_run_resumes_within_the_concurrency_bound(
         assert local_prefect.running() is not None, "the local server outlives a killed run, for the next one"
         shown = as_json(invoke("--warehouse", str(warehouse), "runs", "--json"))
         assert [r["status"] for r in shown] == ["died"]
+        Warehouse(warehouse).close()  # a writer's open records what readers showed, not another status
+        assert [r["status"] for r in as_json(invoke("--warehouse", str(warehouse), "runs", "--json"))] == ["died"]
         resumed = ok(invoke(*run_args(server, warehouse)))
     finally:
         server.configure(latency=0.01)
