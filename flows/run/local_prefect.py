@@ -6,8 +6,10 @@ server on demand, in the background, and later commands reuse it: its UI shows e
 cached rerun costs what reading its answers costs. The server's state lives in Prefect's home
 (``PREFECT_HOME``, ``~/.prefect`` by default), in ``ifsynth-server/``:
 
-- ``server.json``: its address, process id and Prefect version;
-- ``start.lock``: held while a command looks for the server or starts it, so two never start at once;
+- ``server.json``: its address, process id and Prefect version, written by the command that started it once
+  it answers; a server it does not name is one no command finds, and exits;
+- ``start.lock``: held while a command looks for the server or starts it, so two never start at once, and
+  while the server reads or removes ``server.json``;
 - ``lease``: each command using the server holds it shared; the server stops itself once nobody holds it
   and nobody has touched it for ``IFSYNTH_PREFECT_IDLE`` seconds (1,800 by default).
 
@@ -96,10 +98,8 @@ def running(folder: Path | None = None) -> LocalServer | None:
     """The local server, when one answers at the address its state file gives and runs this Prefect."""
     import prefect
 
-    folder = folder or state_dir()
-    try:
-        server = LocalServer(**json.loads((folder / "server.json").read_text()))
-    except (OSError, ValueError, TypeError):
+    server = _recorded(folder or state_dir())
+    if server is None:
         return None
     if server.prefect != prefect.__version__ or not answers(server.url + "/health", HUNG_SECONDS):
         _kill(server.pid)  # another version's, or hung: never two servers at once
@@ -128,8 +128,6 @@ def idle_seconds() -> float:
 
 
 def _start(folder: Path) -> LocalServer:
-    import prefect
-
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = int(probe.getsockname()[1])
@@ -143,18 +141,48 @@ def _start(folder: Path) -> LocalServer:
             stderr=log,
             start_new_session=True,  # outlives this command; a terminal's Ctrl-C does not reach it
         )
-    server = LocalServer(url=f"http://127.0.0.1:{port}/api", pid=process.pid, prefect=prefect.__version__)
-    deadline = time.monotonic() + STARTUP_SECONDS
-    while not answers(server.url + "/health"):
-        if process.poll() is not None or time.monotonic() > deadline:
-            _kill(process.pid)
-            raise ConfigError(
-                f"the local Prefect server did not start (its log: {folder / 'server.log'}); "
-                "set PREFECT_API_URL to a running Prefect server"
-            )
-        time.sleep(0.1)
-    (folder / "server.json").write_text(json.dumps(server.__dict__))
+    server = _identity(port, process.pid)
+    try:
+        deadline = time.monotonic() + STARTUP_SECONDS
+        while not answers(server.url + "/health"):
+            if process.poll() is not None or time.monotonic() > deadline:
+                raise ConfigError(
+                    f"the local Prefect server did not start (its log: {folder / 'server.log'}); "
+                    "set PREFECT_API_URL to a running Prefect server"
+                )
+            time.sleep(0.1)
+        (folder / "server.json").write_text(json.dumps(server.__dict__))
+    except BaseException:
+        # Ctrl-C, a stop signal, a hung or failed start: a server left running here would be one that no
+        # command finds, so the next would start another beside it. Nobody has its address yet, so nothing is
+        # lost by killing it outright, with anything it started in its process group.
+        with suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGKILL)
+        process.wait()
+        _forget(folder, server)
+        raise
     return server
+
+
+def _identity(port: int, pid: int) -> LocalServer:
+    import prefect
+
+    return LocalServer(url=f"http://127.0.0.1:{port}/api", pid=pid, prefect=prefect.__version__)
+
+
+def _recorded(folder: Path) -> LocalServer | None:
+    """The server that ``server.json`` names, whether or not it runs."""
+    try:
+        return LocalServer(**json.loads((folder / "server.json").read_text()))
+    except (OSError, ValueError, TypeError):
+        return None
+
+
+def _forget(folder: Path, server: LocalServer) -> None:
+    """Remove ``server.json`` if it names ``server``, and only then: another server's record is how commands
+    find that one. The caller holds the start lock, so no command writes the file in between."""
+    if _recorded(folder) == server:
+        (folder / "server.json").unlink()
 
 
 def answers(url: str, timeout: float = 2.0, *, any_status: bool = False) -> bool:
@@ -195,19 +223,26 @@ def _locked(path: Path, mode: int) -> Iterator[IO[bytes]]:
             fcntl.flock(handle, fcntl.LOCK_UN)
 
 
-def _retire_when_idle(folder: Path, idle: float) -> None:
-    """Exit once no command holds the lease and none has touched it for ``idle`` seconds; the start lock is
-    taken first, so no command is between finding this server and leasing it."""
+def _retire_when_idle(folder: Path, me: LocalServer, idle: float) -> None:
+    """Exit once no command holds the lease and none has touched it for ``idle`` seconds, removing the record
+    of this server; exit at once, leaving the record be, when it names another server or none (this one's
+    start was given up, or it was replaced): no command finds this one, and two would run. The start lock is
+    taken first, so no command is between finding this server and leasing it, nor starting another."""
     while True:
         time.sleep(min(CHECK_SECONDS, idle / 2))
         with (folder / "start.lock").open("ab") as start, (folder / "lease").open("ab") as lease:
             try:
                 fcntl.flock(start, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                continue
+            if _recorded(folder) != me:
+                os._exit(0)
+            try:
                 fcntl.flock(lease, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
                 continue
             if time.time() - os.fstat(lease.fileno()).st_mtime > idle:
-                (folder / "server.json").unlink(missing_ok=True)
+                (folder / "server.json").unlink(missing_ok=True)  # this server's: read under the same lock
                 os._exit(0)
 
 
@@ -215,7 +250,8 @@ def main(argv: list[str]) -> None:
     import uvicorn
 
     folder, port, idle = Path(argv[0]), int(argv[1]), float(argv[2])
-    threading.Thread(target=_retire_when_idle, args=(folder, idle), daemon=True).start()
+    me = _identity(port, os.getpid())
+    threading.Thread(target=_retire_when_idle, args=(folder, me, idle), daemon=True).start()
     uvicorn.run(
         "prefect.server.api.server:create_app",
         factory=True,

@@ -8,6 +8,7 @@ import dataclasses
 import http.server
 import json
 import os
+import signal
 import subprocess
 import sys
 import threading
@@ -21,6 +22,7 @@ import pytest
 
 from ifsynth.flows.run import local_prefect
 from ifsynth.flows.run.prefect_api import free_port, prefect_api
+from ifsynth.schemas.errors import Interrupted
 from tests.conftest import REPO, invoke
 from tests.fake_openai import FakeOpenAI
 
@@ -31,16 +33,26 @@ with local_prefect(lambda line: print("note:", line, flush=True)) as url:
     print(url, flush=True)
     time.sleep(float(sys.argv[1]))
 """
+# The server's entry point, checking its state every argv[1] seconds instead of every CHECK_SECONDS.
+SERVER = """
+import sys
+from ifsynth.flows.run import local_prefect
+local_prefect.CHECK_SECONDS = float(sys.argv[1])
+local_prefect.main(sys.argv[2:])
+"""
 
 
 @pytest.fixture
 def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
-    """A Prefect home of this test's own, with no configured server; its local server stopped at the end."""
+    """A Prefect home of this test's own, with no configured server; its local server stopped at the end, and
+    any other server process of it killed (one that its state file does not name, `stop` cannot reach)."""
     monkeypatch.setenv("PREFECT_HOME", str(tmp_path / "prefect"))
     monkeypatch.delenv("PREFECT_API_URL", raising=False)
     _refresh()
     yield tmp_path / "prefect"
     local_prefect.stop(tmp_path / "prefect" / "ifsynth-server")
+    for pid in servers(tmp_path / "prefect"):
+        os.kill(pid, signal.SIGKILL)
     monkeypatch.undo()
     _refresh()
 
@@ -159,6 +171,72 @@ def test_a_server_slow_to_answer_is_kept_not_replaced(home: Path) -> None:
     finally:
         process.kill()
         process.wait()
+
+
+@pytest.mark.parametrize("error", [Interrupted(signal.SIGINT), RuntimeError("a bug")], ids=["ctrl-c", "error"])
+def test_a_start_that_does_not_complete_stops_its_server_and_records_none(home: Path, error: BaseException) -> None:
+    """Ctrl-C (or any error) while the server starts: a half-started server left running would be one that no
+    command finds, so the next starts a second beside it, and `--stop` cannot reach it."""
+    started: list[int] = []
+
+    def health_then_error(*_: object, **__: object) -> bool:
+        deadline = time.monotonic() + 60
+        while not started and time.monotonic() < deadline:  # its command line shows once its exec is through
+            started.extend(servers(home))
+        raise error
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(local_prefect, "answers", health_then_error)
+        with pytest.raises(type(error)), local_prefect.local_prefect():
+            pass
+    assert len(started) == 1, "the server had started"
+    assert servers(home) == [] and not Path(f"/proc/{started[0]}").exists()
+    assert not (home / "ifsynth-server" / "server.json").exists()
+
+
+def test_a_retiring_server_leaves_another_servers_record_in_place(home: Path) -> None:
+    """A server that its state file does not name (one whose start was given up) must not remove the record of
+    the server that commands use: they would start another beside it, and `--stop` could not reach it."""
+    folder = home / "ifsynth-server"
+    folder.mkdir(parents=True)
+    other = subprocess.Popen(["sleep", "120"])  # stands for the recorded server's process
+    try:
+        recorded = local_prefect.LocalServer(f"http://127.0.0.1:{free_port()}/api", other.pid, prefect.__version__)
+        (folder / "server.json").write_text(json.dumps(dataclasses.asdict(recorded)))
+        (folder / "lease").touch()
+        os.utime(folder / "lease", (0, 0))  # idle for long
+        with serving(folder, idle=0.2) as retiring:
+            _, err = retiring.communicate(timeout=60)
+            assert retiring.returncode == 0, err
+        assert local_prefect.LocalServer(**json.loads((folder / "server.json").read_text())) == recorded
+    finally:
+        other.kill()
+        other.wait()
+
+
+def test_a_server_that_no_record_names_exits_before_its_idle_time(home: Path) -> None:
+    """A server whose start was given up (its command killed, or stopped twice) is one that no command finds:
+    it exits at its next check, not after its idle time, so it never runs beside the next command's."""
+    folder = home / "ifsynth-server"
+    folder.mkdir(parents=True)
+    with serving(folder, idle=3600) as orphan:
+        _, err = orphan.communicate(timeout=60)
+        assert orphan.returncode == 0, err
+
+
+@contextmanager
+def serving(folder: Path, idle: float) -> Iterator[subprocess.Popen[str]]:
+    """A local server's process, as ``_start`` starts it but checking its state every 0.05 s; killed at the
+    end if still there."""
+    process = subprocess.Popen(
+        [sys.executable, "-c", SERVER, "0.05", str(folder), str(free_port()), str(idle)],
+        cwd=REPO, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        yield process
+    finally:
+        process.kill()
+        process.communicate()
 
 
 @contextmanager
