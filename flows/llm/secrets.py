@@ -37,7 +37,8 @@ def scrubbed(text: str) -> str:
 
 class _Scrubbing:
     """Makes log records whose message, traceback and stack carry no secret. The traceback is formatted here,
-    as a handler would print it: a handler formats it only as it emits, past where a filter of ours runs."""
+    as a standard formatter would print it, and kept as text only: a handler formats it as it emits, past
+    where a filter of ours runs, and some (rich's) render the exception object itself."""
 
     def __init__(self, made: Callable[..., logging.LogRecord]) -> None:
         self.made = made
@@ -53,6 +54,7 @@ class _Scrubbing:
             record.msg, record.args = clean, ()
         if record.exc_info and record.exc_info[0] is not None:
             record.exc_text = scrubbed(logging.Formatter().formatException(record.exc_info))
+            record.exc_info = None  # else a handler that renders the exception itself (rich's) shows it unscrubbed
         if record.stack_info:
             record.stack_info = scrubbed(record.stack_info)
         return record

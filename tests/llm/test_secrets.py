@@ -9,6 +9,8 @@ import logging
 from collections.abc import Iterator
 
 import pytest
+from rich.console import Console
+from rich.logging import RichHandler
 
 from ifsynth.flows.llm import secrets
 
@@ -24,10 +26,13 @@ def forgotten() -> Iterator[None]:
     secrets._known[:] = known
 
 
-def logged(logger: logging.Logger, message: str, *args: object, exc_info: bool = False) -> str:
-    """What a handler of ``logger`` writes for one error record."""
+def logged(logger: logging.Logger, message: str, *args: object, exc_info: bool = False, rich: bool = False) -> str:
+    """What a handler of ``logger`` writes for one error record: the standard library's, or rich's with its own
+    tracebacks, which renders the exception object itself."""
     out = io.StringIO()
-    handler = logging.StreamHandler(out)
+    handler: logging.Handler = logging.StreamHandler(out)
+    if rich:
+        handler = RichHandler(console=Console(file=out, width=200), rich_tracebacks=True)
     logger.addHandler(handler)
     try:
         logger.error(message, *args, exc_info=exc_info)
@@ -48,9 +53,10 @@ def test_a_record_carries_no_remembered_secret_in_its_message_or_chained_traceba
             raise RuntimeError("the endpoint refused the key") from None  # suppressed, but a library may not
     except RuntimeError as exc:
         exc.__suppress_context__ = False
-        text = logged(logger, "failed", exc_info=True)
-    assert "Incorrect API key provided: ***" in text and "RuntimeError: the endpoint refused the key" in text
-    assert KEY not in text
+        texts = [logged(logger, "failed", exc_info=True, rich=rich) for rich in (False, True)]
+    for text in texts:
+        assert "Incorrect API key provided: ***" in text and "RuntimeError: the endpoint refused the key" in text
+        assert KEY not in text
 
 
 def test_a_secret_that_holds_another_is_replaced_whole() -> None:
