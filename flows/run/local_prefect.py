@@ -102,7 +102,7 @@ def running(folder: Path | None = None) -> LocalServer | None:
     if server is None:
         return None
     if server.prefect != prefect.__version__ or not answers(server.url + "/health", HUNG_SECONDS):
-        _kill(server.pid)  # another version's, or hung: never two servers at once
+        _kill(server.pid, folder or state_dir())  # another version's, or hung: never two servers at once
         return None
     return server
 
@@ -115,7 +115,7 @@ def stop(folder: Path | None = None) -> LocalServer | None:
     with _locked(folder / "start.lock", fcntl.LOCK_EX):
         server = running(folder)
         if server is not None:
-            _kill(server.pid)
+            _kill(server.pid, folder)
         (folder / "server.json").unlink(missing_ok=True)
     return server
 
@@ -197,7 +197,12 @@ def answers(url: str, timeout: float = 2.0, *, any_status: bool = False) -> bool
         return False
 
 
-def _kill(pid: int) -> None:
+def _kill(pid: int, folder: Path) -> None:
+    """Stop the server of ``folder`` that runs as ``pid``. A server that died (kill -9, a reboot) leaves its
+    record, and its pid may since be another program's: only a process that is this folder's server is
+    signalled."""
+    if not _serves(pid, folder):
+        return
     try:
         os.kill(pid, signal.SIGTERM)
     except (ProcessLookupError, PermissionError):
@@ -211,6 +216,21 @@ def _kill(pid: int) -> None:
         time.sleep(0.05)
     with suppress(ProcessLookupError):
         os.kill(pid, signal.SIGKILL)
+
+
+def _serves(pid: int, folder: Path) -> bool:
+    """Whether process ``pid`` is the local server of ``folder``, by its command line (``ps`` where there is
+    no ``/proc``)."""
+    try:
+        command = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+    except FileNotFoundError:
+        if Path("/proc/self").exists():
+            return False  # no such process
+        shown = subprocess.run(["ps", "-o", "command=", "-p", str(pid)], capture_output=True, text=True)
+        command = shown.stdout
+    except OSError:
+        return False
+    return "ifsynth.flows.run.local_prefect" in command and str(folder) in command
 
 
 @contextmanager

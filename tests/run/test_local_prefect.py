@@ -173,6 +173,24 @@ def test_a_server_slow_to_answer_is_kept_not_replaced(home: Path) -> None:
         process.wait()
 
 
+def test_a_dead_servers_record_whose_pid_is_another_programs_now_kills_nothing(home: Path) -> None:
+    """A server killed with -9 (or a reboot) leaves its record; its pid, reused, is another program's, which
+    taking the record for a hung server must not signal. The record is stale: no server runs, and `--stop`
+    clears it."""
+    folder = home / "ifsynth-server"
+    folder.mkdir(parents=True)
+    other = subprocess.Popen(["sleep", "120"])  # a program of the user's, under the dead server's pid
+    try:
+        server = local_prefect.LocalServer(f"http://127.0.0.1:{free_port()}/api", other.pid, prefect.__version__)
+        (folder / "server.json").write_text(json.dumps(dataclasses.asdict(server)))
+        assert local_prefect.running(folder) is None
+        assert local_prefect.stop(folder) is None and not (folder / "server.json").exists()
+        assert other.poll() is None, "another program was signalled"
+    finally:
+        other.kill()
+        other.wait()
+
+
 @pytest.mark.parametrize("error", [Interrupted(signal.SIGINT), RuntimeError("a bug")], ids=["ctrl-c", "error"])
 def test_a_start_that_does_not_complete_stops_its_server_and_records_none(home: Path, error: BaseException) -> None:
     """Ctrl-C (or any error) while the server starts: a half-started server left running would be one that no
