@@ -251,6 +251,13 @@ def recorded(warehouse: Warehouse, run_id: str) -> Iterator[None]:
         raise
 
 
+def labels(config: RunConfig) -> list[str]:
+    """The tags of a run's flow run in Prefect: its recipe, its seeds and its models (never a key: none is a
+    setting)."""
+    models = sorted({config.model_for("generator"), config.model_for("judge")})
+    return [config.recipe, f"seeds:{config.seeds}", *(f"model:{m}" for m in models)]
+
+
 def check_failures(warehouse: Warehouse, run_id: str, stages: list[StageCounts], allowed: float) -> None:
     """A run whose asks failed (after every retry, or with no usable answer after every re-ask) beyond
     ``allowed`` is not complete, whatever it kept; nor is one whose every ask failed, whatever it allowed (a

@@ -14,7 +14,16 @@ from ifsynth.flows.llm.limits import Budget
 from ifsynth.flows.llm.pool import POOL_KEY
 from ifsynth.flows.llm.route import endpoint_summaries, preflight, public_url, url_secrets
 from ifsynth.flows.run.config import check_files
-from ifsynth.flows.run.context import NoProgress, Progress, RunContext, Tracker, activate, deactivate, recorded
+from ifsynth.flows.run.context import (
+    NoProgress,
+    Progress,
+    RunContext,
+    Tracker,
+    activate,
+    deactivate,
+    labels,
+    recorded,
+)
 from ifsynth.flows.run.prefect_api import prefect_api
 from ifsynth.flows.run.registry import recipe
 from ifsynth.flows.run.signals import stoppable
@@ -148,15 +157,17 @@ def _drive(
     progress: Progress,
     memory_limit: str | None,
 ) -> Started:
+    from prefect import tags
+
     with Warehouse(warehouse_path, memory_limit=memory_limit) as warehouse:
         run_id, resumed, name = open_run(warehouse, config, fingerprint(config, prompts, templates))
         budget = Budget(config.max_calls, config.max_cost)
         tracker = Tracker(progress)
         activate(RunContext.build(run_id, config, warehouse, tracker, budget, prompts))
         try:
-            with LiveServer(warehouse, tracker.snapshot), recorded(warehouse, run_id):
-                # named as the run until the flow labels itself (flows/run/tasks.py), so the UI never shows
-                # Prefect's random name
+            with LiveServer(warehouse, tracker.snapshot), recorded(warehouse, run_id), tags(*labels(config)):
+                # named and tagged from its creation, as a flow run started another way labels itself (flows/run/
+                # tasks.py): the UI never shows Prefect's random name, and no call is spent relabelling it
                 named = flow.named(f"{config.recipe}/{name}")
                 stages = cast("list[StageCounts]", named(str(warehouse_path), run_id))
         finally:

@@ -9,15 +9,14 @@ from __future__ import annotations
 import json
 import re
 from typing import Any, cast
-from uuid import UUID
 
 from prefect import get_run_logger, task
 from prefect.artifacts import create_markdown_artifact, create_table_artifact
 from prefect.client.orchestration import get_client
+from prefect.context import FlowRunContext
 from prefect.logging.handlers import APILogWorker
-from prefect.runtime import flow_run
 
-from ifsynth.flows.run.context import Lines, RunContext, attach, check_failures, context
+from ifsynth.flows.run.context import Lines, RunContext, attach, check_failures, context, labels
 from ifsynth.flows.run.pipeline import Pipeline, together
 from ifsynth.flows.run.registry import recipe
 from ifsynth.flows.run.runner import start
@@ -94,16 +93,18 @@ def _label(ctx: RunContext) -> None:
     """The flow run as Prefect's UI lists it, however it was started (``ifsynth run``, a deployment, a worker,
     ``ifsynth serve``): named ``<recipe>/<run name>`` (a name its starter gave in that form is kept: a shard's
     says which shard it is) and tagged with the recipe, the seeds and the models (never a key: none is a
-    parameter, a name or a tag)."""
+    parameter, a name or a tag). Read as the flow run started; ``ifsynth run`` creates it so labelled, and
+    then no call to Prefect's API is made."""
     config = ctx.config
-    models = sorted({config.model_for("generator"), config.model_for("judge")})
-    labels = [config.recipe, f"seeds:{config.seeds}", *(f"model:{m}" for m in models)]
-    with get_client(sync_client=True) as client:
-        current = client.read_flow_run(UUID(str(flow_run.get_id())))  # called inside the flow: it has an id
-        named = current.name.startswith(f"{config.recipe}/")
-        name = current.name if named else f"{config.recipe}/{ctx.warehouse.run(ctx.run_id).name}"
-        tagged = [*current.tags, *(label for label in labels if label not in current.tags)]
-        client.update_flow_run(current.id, name=name, tags=tagged)
+    running = FlowRunContext.get()
+    assert running is not None and running.flow_run is not None, "called inside the flow run"
+    current = running.flow_run
+    named = current.name.startswith(f"{config.recipe}/")
+    name = current.name if named else f"{config.recipe}/{ctx.warehouse.run(ctx.run_id).name}"
+    missing = [label for label in labels(config) if label not in current.tags]
+    if name != current.name or missing:
+        with get_client(sync_client=True) as client:
+            client.update_flow_run(current.id, name=name, tags=[*current.tags, *missing])
 
 
 def _publish(warehouse: Any, run_id: str) -> None:
