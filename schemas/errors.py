@@ -56,9 +56,13 @@ class ConfigError(IfsynthError, TerminalError):
 class PromptError(IfsynthError, TerminalError):
     """A template that is missing, unreadable, or fails to render."""
 
+    exit_code = 2  # the command's input, as its flags are
+
 
 class SeedError(IfsynthError, TerminalError):
     """A seed source cannot be read."""
+
+    exit_code = 2
 
 
 class LocalModelUnavailable(IfsynthError, TerminalError):
@@ -140,6 +144,8 @@ class UnknownRelease(WarehouseError, TerminalError):
 
 class ImportFailed(WarehouseError, TerminalError):
     """A folder that cannot be read as the format asked for."""
+
+    exit_code = 2  # the command's input
 
 
 class RunInterrupted(IfsynthError):

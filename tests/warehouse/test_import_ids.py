@@ -112,4 +112,4 @@ def test_a_file_that_is_not_utf8_is_refused_in_one_line(tmp_path: Path, name: st
     (folder / name).write_bytes(b"".join(lines))
     done = invoke("--warehouse", str(tmp_path / "w.duckdb"), "import", "beir", str(folder), "--name", "latin")
     said = f"error: `{Path(name).name}` line 3 is not UTF-8 text; save the file as UTF-8"
-    assert done.returncode == 1 and done.stderr.strip() == said, done.stderr
+    assert done.returncode == 2 and done.stderr.strip() == said, done.stderr
