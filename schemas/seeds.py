@@ -91,9 +91,9 @@ def judgement(line: str, queries: Container[str] | None = None, docs: Container[
     if not math.isfinite(value):
         raise QrelsFault(f"has the score `{score}`; a grade is a finite number")
     if queries is not None and query_id not in queries:
-        raise QrelsFault(f"names query `{query_id}`, which queries.jsonl does not hold")
+        raise QrelsFault(f"names query `{query_id}`, which the queries do not hold")
     if docs is not None and doc_id not in docs:
-        raise QrelsFault(f"names passage `{doc_id}`, which corpus.jsonl does not hold")
+        raise QrelsFault(f"names passage `{doc_id}`, which the corpus does not hold")
     return Judgement(query_id, doc_id, math.ceil(value) if value > 0 else int(value))
 
 

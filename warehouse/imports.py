@@ -2,7 +2,8 @@
 
 Each reader turns one published layout into the agreed release rows (docs, queries per mode, qrels per mode);
 ``import_release`` writes them as a release whose source is ``import:<format>``. Files a layout names but a
-folder lacks (InstructIR's public corpus, for one) are reported, and the rest is still imported.
+folder lacks (InstructIR's public corpus, for one) are reported, and the rest is still imported; a line of a
+file that is there is held to the rule seeds are (``schemas.seeds``): one that breaks it refuses the import.
 """
 
 from __future__ import annotations
@@ -74,6 +75,9 @@ def import_release(
         raise ImportFailed(f"release name `{name}` may hold letters, digits, '.', '_' and '-' only; pass --name")
     if warehouse.has_release(name):
         raise ImportFailed(f"a release named `{name}` already exists; pass --name with another name")
+    run_id = warehouse.run_named(name)  # its release, still to come (a run stopped short), would replace this one
+    if run_id is not None:
+        raise ImportFailed(f"run {run_id} is named `{name}`, as its release will be; pass --name with another name")
     try:
         imported = reader(path)
     except KeyError as exc:

@@ -622,6 +622,11 @@ class Warehouse:
             finally:
                 cursor.execute("DETACH shard")
 
+    def run_named(self, name: str) -> str | None:
+        """The id of a run named ``name`` (its release will carry that name), if any."""
+        rows = self._sql("SELECT run_id FROM runs WHERE name = ? LIMIT 1", [name])
+        return rows[0]["run_id"] if rows else None
+
     def name_taken(self, name: str, fingerprint: str) -> str | None:
         """The run that already carries ``name`` with another fingerprint (another config), if any."""
         rows = self._sql("SELECT run_id FROM runs WHERE name = ? AND fingerprint <> ?", [name, fingerprint])

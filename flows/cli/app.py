@@ -1186,15 +1186,21 @@ def main() -> None:
         sys.exit(1)
     except IfsynthError as exc:
         _exit_after_error(_said(exc), exc.exit_code)
-    except OSError as exc:  # a path a command was given and cannot use (read-only, a folder, missing): say which
-        where = f"`{exc.filename}`: " if exc.filename else ""
-        _exit_after_error(f"error: {where}{exc.strerror or exc}", 1)
+    except OSError as exc:
+        if exc.filename is None:  # a library's network error, say: unexpected
+            _exit_unexpected(exc)
+        else:  # a path a command was given and cannot use (read-only, a folder, missing): which, and why
+            _exit_after_error(f"error: `{exc.filename}`: {exc.strerror or exc}", 1)
     except Exception as exc:
-        from ifsynth.flows.llm.secrets import scrubbed
-
-        message = scrubbed(" ".join(str(exc).split()))[:300]
-        _exit_after_error(f"error: unexpected {type(exc).__name__}: {message} (--debug shows the traceback)", 1)
+        _exit_unexpected(exc)
     sys.exit(code if isinstance(code, int) else 0)
+
+
+def _exit_unexpected(exc: Exception) -> None:
+    from ifsynth.flows.llm.secrets import scrubbed
+
+    message = scrubbed(" ".join(str(exc).split()))[:300]
+    _exit_after_error(f"error: unexpected {type(exc).__name__}: {message} (--debug shows the traceback)", 1)
 
 
 def script() -> NoReturn:
@@ -1218,8 +1224,10 @@ def script() -> NoReturn:
 
 
 def _said(exc: IfsynthError) -> str:
+    from ifsynth.flows.llm.secrets import scrubbed
+
     clean_stop = isinstance(exc, BudgetExhausted | RunInterrupted)  # not failures: each says how to continue
-    return f"{'' if clean_stop else 'error: '}{exc}"
+    return f"{'' if clean_stop else 'error: '}{scrubbed(str(exc))}"  # a stage's error may quote a reply
 
 
 def _exit_after_error(message: str, code: int) -> None:

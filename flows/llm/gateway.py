@@ -118,7 +118,7 @@ class Gateway:
         self._call_prefix = uuid.uuid4().hex[:20]
         self._calls = itertools.count()
         self.pending = 0  # asks started and not yet answered, over every ask_many under way
-        self._flying: dict[str, asyncio.Future[Answered | None]] = {}  # cache key -> its answer, once it comes
+        self._flying: dict[str, asyncio.Future[Answered | GatewayFailure | None]] = {}  # key -> how it ended
 
     async def __aenter__(self) -> Gateway:
         for role in ("generator", "judge"):
@@ -307,23 +307,29 @@ class Gateway:
     async def _send_once(self, stage: str, ask: Ask, request: Request) -> tuple[Answered, Route | None, int]:
         """``_send``, unless the same request (its cache key: identical asks, from two items) is under way for
         another ask: then that one's answer, with no route and no attempt, as a rerun would find it in the
-        cache. Sent twice, the two answers could differ (a sampling server), and a rerun would give both asks
-        whichever the cache holds first, another run than this one. If the other fails, this one is sent."""
+        cache; or its failure, after the retries it made for both (with none of its attempts). Sent twice,
+        the two answers could differ (a sampling server), and a rerun would give both asks whichever the
+        cache holds first, another run than this one. If the other is cancelled, this one is sent."""
         key = request.key
         while (flying := self._flying.get(key)) is not None:
-            answered = await asyncio.shield(flying)  # cancelled, this ask must not cancel the other's
-            if answered is not None:
-                return answered, None, 0
+            other = await asyncio.shield(flying)  # cancelled, this ask must not cancel the other's
+            if isinstance(other, GatewayFailure):
+                raise GatewayFailure(other.reason, 0, other.failure)
+            if other is not None:
+                return other, None, 0
         flying = asyncio.get_running_loop().create_future()
         self._flying[key] = flying
-        answered = None
+        ended: Answered | GatewayFailure | None = None
         try:
             text, finish, logprobs, route, attempts = await self._send(stage, ask, request)
-            answered = (text, finish, logprobs)
-            return answered, route, attempts
+            ended = (text, finish, logprobs)
+            return ended, route, attempts
+        except GatewayFailure as failed:
+            ended = failed
+            raise
         finally:
             del self._flying[key]
-            flying.set_result(answered)
+            flying.set_result(ended)
 
     async def _send(
         self, stage: str, ask: Ask, request: Request

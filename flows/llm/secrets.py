@@ -17,9 +17,14 @@ from typing import Any
 _known: list[str] = []  # longest first: a secret that holds a shorter one is replaced whole
 
 
+SHORTEST = 8  # shorter, a placeholder key (`EMPTY`, `ollama`) would be cut out of every word that holds it
+
+
 def remember(secrets: Iterable[str]) -> None:
-    """Scrub ``secrets`` from this process's log records and unexpected errors from now on."""
-    new = set(secrets) - set(_known) - {""}
+    """Scrub ``secrets`` from this process's log records and unexpected errors from now on (those of at least
+    SHORTEST characters: a real key is far longer; the route that sent one scrubs its own error texts of it
+    whatever its length)."""
+    new = {secret for secret in secrets if len(secret) >= SHORTEST} - set(_known)
     if not new:
         return
     _known[:] = sorted({*_known, *new}, key=len, reverse=True)
@@ -36,25 +41,27 @@ def scrubbed(text: str) -> str:
 
 
 class _Scrubbing:
-    """Makes log records whose message, traceback and stack carry no secret. The traceback is formatted here,
-    as a standard formatter would print it, and kept as text only: a handler formats it as it emits, past
-    where a filter of ours runs, and some (rich's) render the exception object itself."""
+    """Makes log records whose message, traceback and stack carry no secret. A traceback that holds one is
+    formatted here, as a standard formatter would print it, and kept as text only: a handler formats it as it
+    emits, past where a filter of ours runs, and some (rich's) render the exception object itself."""
 
     def __init__(self, made: Callable[..., logging.LogRecord]) -> None:
         self.made = made
 
     def __call__(self, *args: Any, **kwargs: Any) -> logging.LogRecord:
         record = self.made(*args, **kwargs)
+        malformed = False
         try:
             message = record.getMessage()
-        except Exception:  # a malformed format: the handler reports it as it emits, without the arguments
-            return record
+        except Exception:  # a handler would fail on it too, and print its arguments and the error handled
+            message, malformed = f"{record.msg!s} {record.args!r}", True
         clean = scrubbed(message)
-        if clean != message:
+        if malformed or clean != message:
             record.msg, record.args = clean, ()
         if record.exc_info and record.exc_info[0] is not None:
-            record.exc_text = scrubbed(logging.Formatter().formatException(record.exc_info))
-            record.exc_info = None  # else a handler that renders the exception itself (rich's) shows it unscrubbed
+            text = logging.Formatter().formatException(record.exc_info)
+            if scrubbed(text) != text:
+                record.exc_text, record.exc_info = scrubbed(text), None
         if record.stack_info:
             record.stack_info = scrubbed(record.stack_info)
         return record

@@ -226,8 +226,10 @@ def _serves(pid: int, folder: Path) -> bool:
     except FileNotFoundError:
         if Path("/proc/self").exists():
             return False  # no such process
-        shown = subprocess.run(["ps", "-o", "command=", "-p", str(pid)], capture_output=True, text=True)
-        command = shown.stdout
+        try:
+            command = subprocess.run(["ps", "-o", "command=", "-p", str(pid)], capture_output=True, text=True).stdout
+        except OSError:  # no ps either: nothing is known of it, so it is not signalled
+            return False
     except OSError:
         return False
     return "ifsynth.flows.run.local_prefect" in command and str(folder) in command

@@ -10,7 +10,7 @@ import json
 import re
 from typing import Any, cast
 
-from prefect import get_run_logger, task
+from prefect import get_run_logger, tags, task
 from prefect.artifacts import create_markdown_artifact, create_table_artifact
 from prefect.client.orchestration import get_client
 from prefect.context import FlowRunContext
@@ -55,7 +55,7 @@ def run_stages(warehouse: str, run_id: str = "", config: dict[str, Any] | None =
         if not ctx.config.stage_by_stage:
             sets = together(stages, batch=ctx.config.batch)
         try:
-            with ctx.progress.listening(Lines(get_run_logger().info)):
+            with ctx.progress.listening(Lines(get_run_logger().info)), tags(*labels(ctx.config)):  # on its tasks too
                 counts = []
                 for orders in sets:
                     if len(orders) == 1:

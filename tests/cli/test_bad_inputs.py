@@ -89,7 +89,7 @@ CASES: dict[str, tuple[Callable[[Path], list[str]], str]] = {
     ),
     "qrels to an unknown passage": (
         lambda t: seeds(t, lambda r: (r / QRELS).open("a").write("dq01\tnope\t1\n")),
-        "line 50 names passage `nope`, which corpus.jsonl does not hold",
+        "line 50 names passage `nope`, which the corpus does not hold",
     ),
     "qrels without header": (
         lambda t: seeds(t, lambda r: (r / QRELS).write_text("dq01\tdp001\t1\n")),

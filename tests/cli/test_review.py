@@ -223,3 +223,15 @@ def test_a_run_or_release_named_as_an_imported_release_is_refused_and_the_import
         kept = store.release_row("orig")
         after = store.query("SELECT count(*) AS n FROM release_queries WHERE release = 'orig'")[0]["n"]
     assert kept is not None and kept["run_id"] is None and kept["source"] == "import:beir" and after == before > 0
+    name = store_name(wh, run["run_id"])
+    with duckdb.connect(wh) as db:  # as if the run had stopped before its release
+        db.execute("DELETE FROM releases WHERE name = ?", [name])
+    again = invoke("--warehouse", wh, "import", "beir", str(tmp_path / "beir"), "--name", name)
+    assert again.returncode == 2 and again.stderr.strip() == (
+        f"error: run {run['run_id']} is named `{name}`, as its release will be; pass --name with another name"
+    ), again.stderr
+
+
+def store_name(warehouse: str, run_id: str) -> str:
+    with Warehouse(warehouse, read_only=True) as store:
+        return store.run(run_id).name

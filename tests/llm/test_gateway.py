@@ -156,11 +156,13 @@ def test_identical_asks_under_way_at_once_send_one_request_and_share_its_answer(
     assert [r.value for r in again] == [r.value for r in first] and fake.stats()["requests"] == 2
 
 
-def test_an_ask_whose_twin_failed_sends_its_own(fake: FakeOpenAI, warehouse: Warehouse) -> None:
+def test_an_ask_whose_twin_failed_fails_with_it_and_sends_nothing(fake: FakeOpenAI, warehouse: Warehouse) -> None:
+    """The twin made the retries for both: sent again one after the other, k twins would take k times the
+    retries' time, for the same failure."""
     fake.configure(latency=0.2, script=["400", "ok"])
     first, second = answer(fake, warehouse, [ask("same"), ask("same")])
-    assert first.status == "failed" and second.status == "ok" and (second.sent, second.cached) == (1, 0)
-    assert fake.stats()["requests"] == 2
+    assert first.status == second.status == "failed" and first.error == second.error
+    assert (first.sent, second.sent) == (1, 0) and fake.stats()["requests"] == 1
 
 
 def test_failed_requests_are_not_cached(fake: FakeOpenAI, warehouse: Warehouse) -> None:

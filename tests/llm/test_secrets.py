@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import io
 import logging
+import sys
 from collections.abc import Iterator
 
 import pytest
@@ -15,6 +16,7 @@ from rich.logging import RichHandler
 from ifsynth.flows.llm import secrets
 
 KEY = "sk-echoed-31f0c9aa7d"
+PASSWORD = "pa55w0rd-xyz"
 
 
 @pytest.fixture(autouse=True)
@@ -44,8 +46,8 @@ def logged(logger: logging.Logger, message: str, *args: object, exc_info: bool =
 def test_a_record_carries_no_remembered_secret_in_its_message_or_chained_traceback() -> None:
     logger = logging.getLogger("ifsynth.test.secrets")
     assert KEY in logged(logger, "refused %s", KEY), "nothing is scrubbed before a secret is known"
-    secrets.remember([KEY, "", "pa55w0rd"])
-    assert logged(logger, "refused %s, %s", KEY, "pa55w0rd") == "refused ***, ***\n"
+    secrets.remember([KEY, "", "EMPTY", PASSWORD])
+    assert logged(logger, "refused %s, %s, %s", KEY, PASSWORD, "EMPTY") == "refused ***, ***, EMPTY\n"
     try:
         try:
             raise PermissionError(f"Incorrect API key provided: {KEY}")
@@ -60,8 +62,30 @@ def test_a_record_carries_no_remembered_secret_in_its_message_or_chained_traceba
 
 
 def test_a_secret_that_holds_another_is_replaced_whole() -> None:
-    secrets.remember(["abcd", "xxabcdxx"])
-    assert secrets.scrubbed("key xxabcdxx and abcd") == "key *** and ***"
+    secrets.remember(["abcdefgh", "xxabcdefghxx"])
+    assert secrets.scrubbed("key xxabcdefghxx and abcdefgh") == "key *** and ***"
+
+
+def test_a_record_that_cannot_be_formatted_carries_no_secret_either(capsys: pytest.CaptureFixture[str]) -> None:
+    """A handler that fails to format a record prints its arguments and the error being handled."""
+    secrets.remember([KEY])
+    logger = logging.getLogger("ifsynth.test.secrets")
+    try:
+        raise RuntimeError(f"Incorrect API key provided: {KEY}")
+    except RuntimeError:
+        text = logged(logger, "retrying %d", KEY) + logged(logger, "retrying %d", KEY, exc_info=True)
+    said = text + capsys.readouterr().err
+    assert "retrying" in said and KEY not in said
+
+
+def test_a_traceback_without_a_secret_keeps_its_exception() -> None:
+    secrets.remember([KEY])
+    made: list[logging.LogRecord] = []
+    try:
+        raise ValueError("nothing secret")
+    except ValueError:
+        made.append(logging.getLogRecordFactory()("x", logging.ERROR, "f", 1, "failed", (), sys.exc_info()))
+    assert made[0].exc_info is not None and made[0].exc_info[0] is ValueError
 
 
 def test_remembering_again_keeps_one_factory() -> None:

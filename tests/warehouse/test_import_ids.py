@@ -78,8 +78,8 @@ HEADER = "query-id\tcorpus-id\tscore\n"
 @pytest.mark.parametrize("line, said", [
     ("dq01\tdp001\tabc", "line 2 has a non-numeric score"),
     ("dq01\tdp001", "line 2 needs query-id, corpus-id, score"),
-    ("dq01\td9\t1", "line 2 names passage `d9`, which corpus.jsonl does not hold"),
-    ("q9\tdp001\t1", "line 2 names query `q9`, which queries.jsonl does not hold"),
+    ("dq01\td9\t1", "line 2 names passage `d9`, which the corpus does not hold"),
+    ("q9\tdp001\t1", "line 2 names query `q9`, which the queries do not hold"),
 ])  # fmt: skip
 def test_a_qrels_line_that_is_no_judgement_of_the_folder_is_refused_in_one_line(
     tmp_path: Path, line: str, said: str
