@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -52,6 +53,11 @@ def test_instructir_public_files_give_the_published_figures(orig: tuple[Warehous
 
 def test_rouge_l_agrees_with_the_rouge_score_package(orig: tuple[Warehouse, dict[str, Any]]) -> None:
     scorer_module = pytest.importorskip("rouge_score.rouge_scorer")
+    # rouge_score imports absl, whose log handler keeps the stderr of its import (pytest's capture file) and
+    # closes it when logging is configured again, unless it is the stderr of that moment: a later test of
+    # this process that runs a flow in it (Prefect configures logging) would close pytest's own stderr
+    absl_logging = pytest.importorskip("absl.logging")
+    absl_logging.get_absl_handler().python_handler.stream = sys.__stderr__
     wh, _ = orig
     groups: dict[str, list[str]] = {}
     for r in query(wh, "SELECT group_id, instruction FROM release_queries WHERE release = 'orig' ORDER BY query_id"):
