@@ -9,7 +9,7 @@ from __future__ import annotations
 from functools import cache
 from typing import Any, cast
 
-from prefect import Flow
+from prefect import Flow, tags
 from prefect.futures import PrefectFuture
 from prefect.task_runners import TaskRunner, ThreadPoolTaskRunner
 
@@ -33,6 +33,12 @@ class RecipeFlow(Flow[..., Any]):
         """This flow, its runs named ``flow_run_name`` from their creation (Prefect's ``with_options`` would
         make a plain ``Flow``)."""
         return _made(self.name, self.description, flow_run_name)
+
+    def run_labelled(self, flow_run_name: str, labels: list[str], *parameters: Any) -> Any:
+        """One run of this flow in this process, named and tagged from its creation: it then need not label
+        itself (``tasks._label``)."""
+        with tags(*labels):
+            return self.named(flow_run_name)(*parameters)
 
 
 def _json(value: object) -> bool:

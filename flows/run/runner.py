@@ -157,19 +157,19 @@ def _drive(
     progress: Progress,
     memory_limit: str | None,
 ) -> Started:
-    from prefect import tags
-
     with Warehouse(warehouse_path, memory_limit=memory_limit) as warehouse:
         run_id, resumed, name = open_run(warehouse, config, fingerprint(config, prompts, templates))
         budget = Budget(config.max_calls, config.max_cost)
         tracker = Tracker(progress)
         activate(RunContext.build(run_id, config, warehouse, tracker, budget, prompts))
         try:
-            with LiveServer(warehouse, tracker.snapshot), recorded(warehouse, run_id), tags(*labels(config)):
-                # named and tagged from its creation, as a flow run started another way labels itself (flows/run/
-                # tasks.py): the UI never shows Prefect's random name, and no call is spent relabelling it
-                named = flow.named(f"{config.recipe}/{name}")
-                stages = cast("list[StageCounts]", named(str(warehouse_path), run_id))
+            with LiveServer(warehouse, tracker.snapshot), recorded(warehouse, run_id):
+                # labelled as a flow run started another way labels itself (flows/run/tasks.py): the UI never
+                # shows Prefect's random name, and no call is spent relabelling it
+                stages = cast(
+                    "list[StageCounts]",
+                    flow.run_labelled(f"{config.recipe}/{name}", labels(config), str(warehouse_path), run_id),
+                )
         finally:
             deactivate(run_id)
     return Started(run_id=run_id, resumed=resumed, stages=stages)
