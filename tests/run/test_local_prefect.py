@@ -173,22 +173,32 @@ def test_a_server_slow_to_answer_is_kept_not_replaced(home: Path) -> None:
         process.wait()
 
 
+@contextmanager
+def recording_another_process(
+    home: Path,
+) -> Iterator[tuple[Path, local_prefect.LocalServer, subprocess.Popen[bytes]]]:
+    """The state folder, with a record naming a process that is no server of it (a `sleep`, killed after) at an
+    address where nothing answers: the folder, the record and the process."""
+    folder = home / "ifsynth-server"
+    folder.mkdir(parents=True)
+    other = subprocess.Popen(["sleep", "120"])
+    try:
+        server = local_prefect.LocalServer(f"http://127.0.0.1:{free_port()}/api", other.pid, prefect.__version__)
+        (folder / "server.json").write_text(json.dumps(dataclasses.asdict(server)))
+        yield folder, server, other
+    finally:
+        other.kill()
+        other.wait()
+
+
 def test_a_dead_servers_record_whose_pid_is_another_programs_now_kills_nothing(home: Path) -> None:
     """A server killed with -9 (or a reboot) leaves its record; its pid, reused, is another program's, which
     taking the record for a hung server must not signal. The record is stale: no server runs, and `--stop`
     clears it."""
-    folder = home / "ifsynth-server"
-    folder.mkdir(parents=True)
-    other = subprocess.Popen(["sleep", "120"])  # a program of the user's, under the dead server's pid
-    try:
-        server = local_prefect.LocalServer(f"http://127.0.0.1:{free_port()}/api", other.pid, prefect.__version__)
-        (folder / "server.json").write_text(json.dumps(dataclasses.asdict(server)))
+    with recording_another_process(home) as (folder, _, other):  # a program of the user's, under the dead pid
         assert local_prefect.running(folder) is None
         assert local_prefect.stop(folder) is None and not (folder / "server.json").exists()
         assert other.poll() is None, "another program was signalled"
-    finally:
-        other.kill()
-        other.wait()
 
 
 @pytest.mark.parametrize("error", [Interrupted(signal.SIGINT), RuntimeError("a bug")], ids=["ctrl-c", "error"])
@@ -215,21 +225,13 @@ def test_a_start_that_does_not_complete_stops_its_server_and_records_none(home: 
 def test_a_retiring_server_leaves_another_servers_record_in_place(home: Path) -> None:
     """A server that its state file does not name (one whose start was given up) must not remove the record of
     the server that commands use: they would start another beside it, and `--stop` could not reach it."""
-    folder = home / "ifsynth-server"
-    folder.mkdir(parents=True)
-    other = subprocess.Popen(["sleep", "120"])  # stands for the recorded server's process
-    try:
-        recorded = local_prefect.LocalServer(f"http://127.0.0.1:{free_port()}/api", other.pid, prefect.__version__)
-        (folder / "server.json").write_text(json.dumps(dataclasses.asdict(recorded)))
+    with recording_another_process(home) as (folder, recorded, _):  # stands for the recorded server's process
         (folder / "lease").touch()
         os.utime(folder / "lease", (0, 0))  # idle for long
         with serving(folder, idle=0.2) as retiring:
             _, err = retiring.communicate(timeout=60)
             assert retiring.returncode == 0, err
         assert local_prefect.LocalServer(**json.loads((folder / "server.json").read_text())) == recorded
-    finally:
-        other.kill()
-        other.wait()
 
 
 def test_a_server_that_no_record_names_exits_before_its_idle_time(home: Path) -> None:
