@@ -21,7 +21,7 @@ from ifsynth.flows.llm import openai
 from ifsynth.flows.llm.answers import call_cost, completion_of
 from ifsynth.flows.llm.requests import Ask
 from ifsynth.flows.llm.retry import is_transient_status
-from ifsynth.flows.llm.route import Route
+from ifsynth.flows.llm.route import Route, error_text
 from ifsynth.schemas.config import Price
 from ifsynth.schemas.errors import BatchFailed, EndpointDown
 from ifsynth.schemas.records import CallRecord, Failure
@@ -65,8 +65,8 @@ def _refused(route: Route, call: str) -> Iterator[None]:
         if isinstance(exc, openai.APIStatusError) and call == "POST /files" and exc.status_code in (404, 405, 501):
             said = f"has no Batch API ({call} answered {exc.status_code}): drop --batch to send the requests one by one"
         else:
-            error = route.scrub(" ".join(str(exc).split()))[:300]
-            said = f"failed {call} ({type(exc).__name__}: {error}); the run stopped, and continues when rerun"
+            error = f"{type(exc).__name__}: {error_text(exc, route.scrub)}"
+            said = f"failed {call} ({error}); the run stopped, and continues when rerun"
         raise EndpointDown(f"endpoint {route.base_url} {said}") from None
 
 

@@ -19,6 +19,7 @@ from ifsynth.flows.llm.answers import call_cost
 from ifsynth.flows.llm.gateway import Gateway, GatewayFailure, Since, refused
 from ifsynth.flows.llm.pool import Pool
 from ifsynth.flows.llm.retry import failure
+from ifsynth.flows.llm.route import error_text
 from ifsynth.schemas.errors import EndpointDown
 from ifsynth.schemas.records import CallRecord
 from ifsynth.warehouse.keys import canonical, sha256
@@ -122,8 +123,7 @@ class Embedder:
             except (openai.APIStatusError, openai.APIConnectionError) as exc:
                 status = refused(route, exc, gateway.budget, reserved)
                 self.counts.failed += 1
-                said = route.scrub(" ".join(str(exc).split()))[:300]
-                error = f"{type(exc).__name__}: {said}"
+                error = f"{type(exc).__name__}: {error_text(exc, route.scrub)}"
                 gateway.warehouse.add_call(
                     CallRecord(**record, http_status=status, error=error, failure=failure(exc)),
                 )

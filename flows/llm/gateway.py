@@ -26,7 +26,7 @@ from ifsynth.flows.llm.limits import Budget
 from ifsynth.flows.llm.pool import Pool
 from ifsynth.flows.llm.requests import A, Ask, Reply, Request
 from ifsynth.flows.llm.retry import Backoff, failure, is_transient, pause, retry_after
-from ifsynth.flows.llm.route import Route
+from ifsynth.flows.llm.route import Route, error_text
 from ifsynth.schemas.config import Endpoint, Role, RunConfig
 from ifsynth.schemas.errors import BudgetExhausted, EndpointDown
 from ifsynth.schemas.records import CallRecord, Failure
@@ -385,9 +385,13 @@ class Gateway:
                     attempts += 1
                     return await attempt(attempts, since), attempts
         except openai.APIStatusError as exc:
-            raise GatewayFailure(f"HTTP {exc.status_code}: {_short(exc, pool)}", attempts, failure(exc)) from None
+            raise GatewayFailure(
+                f"HTTP {exc.status_code}: {error_text(exc, pool.scrub)}", attempts, failure(exc)
+            ) from None
         except openai.APIConnectionError as exc:
-            raise GatewayFailure(f"{type(exc).__name__}: {_short(exc, pool)}", attempts, failure(exc)) from None
+            raise GatewayFailure(
+                f"{type(exc).__name__}: {error_text(exc, pool.scrub)}", attempts, failure(exc)
+            ) from None
         raise AssertionError("unreachable")
 
     async def _attempt(
@@ -426,7 +430,7 @@ class Gateway:
                         **record,
                         latency_ms=(time.perf_counter() - started) * 1000,
                         http_status=status,
-                        error=f"{type(exc).__name__}: {_short(exc, route)}",
+                        error=f"{type(exc).__name__}: {error_text(exc, route.scrub)}",
                         failure=failure(exc),
                     ),
                     request_json=payload,
@@ -495,8 +499,3 @@ class GatewayFailure(Exception):
     def __init__(self, reason: str, attempts: int, failure: Failure) -> None:
         super().__init__(reason)
         self.reason, self.attempts, self.failure = reason, attempts, failure
-
-
-def _short(exc: BaseException, route: Route | Pool) -> str:
-    """The error as stored and shown: one line, without the secrets the route knows (a server may echo them)."""
-    return route.scrub(" ".join(str(exc).split()))[:300]

@@ -84,6 +84,12 @@ def scrub(text: str, secrets: list[str]) -> str:
     return text
 
 
+def error_text(exc: BaseException, scrub: Callable[[str], str]) -> str:
+    """An endpoint's error as stored and shown: one line, without the secrets ``scrub`` removes (a server may
+    echo the key it was sent), scrubbed before it is cut so no part of a secret is left."""
+    return scrub(" ".join(str(exc).split()))[:300]
+
+
 def _addressing(url: str, key: str | None) -> dict[str, Any]:
     """How an SDK client reaches ``url``: the bare URL, its query as the client's default query (the SDK would
     append paths after it), and ``user:password@`` as HTTP Basic auth (aiohttp refuses credentials in the URL
