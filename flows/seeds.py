@@ -18,6 +18,7 @@ from typing import Any, Protocol
 from ifsynth.schemas.errors import SeedError
 from ifsynth.schemas.seeds import (
     Judgement,
+    NotText,
     QrelsFault,
     SeedPair,
     SeedPassage,
@@ -25,6 +26,7 @@ from ifsynth.schemas.seeds import (
     id_fault,
     judgement,
     qrels_header,
+    text_lines,
 )
 
 
@@ -54,16 +56,12 @@ def open_source(spec: str, demo: tuple[str, ...] = (), package: str = "ifsynth.f
 
 def _lines(path: Path, spec: str, first: int = 1) -> Iterator[tuple[int, str]]:
     """The numbered lines of a seed file, from line ``first`` on; bytes that are not UTF-8 are one SeedError."""
-    with path.open("rb") as lines:
-        for number, raw in enumerate(lines, 1):
-            if number < first:
-                continue
-            try:
-                yield number, raw.decode("utf-8").replace("\r\n", "\n")
-            except UnicodeDecodeError:
-                raise SeedError(
-                    f"seeds `{spec}`: {path.name} line {number} is not UTF-8 text; save the file as UTF-8"
-                ) from None
+    try:
+        for number, line in text_lines(path):
+            if number >= first:
+                yield number, line
+    except NotText as fault:
+        raise SeedError(f"seeds `{spec}`: {path.name} {fault}") from None
 
 
 def _jsonl(path: Path, spec: str, *, numbered: bool = False) -> Iterator[Any]:

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Container
+from collections.abc import Container, Iterator
+from pathlib import Path
 from typing import Any, NamedTuple
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -54,6 +55,24 @@ def id_fault(raw: object, what: str) -> str | None:
         shown = text.encode("unicode_escape").decode("ascii")  # a tab or a newline shown, the line kept one
         return f"_id `{shown}` holds whitespace (ids become TSV and TREC fields)"
     return None
+
+
+class NotText(ValueError):
+    """A line of a text file that is not UTF-8, said without the file: each reader names it its own way."""
+
+    def __init__(self, number: int) -> None:
+        super().__init__(f"line {number} is not UTF-8 text; save the file as UTF-8")
+
+
+def text_lines(path: Path) -> Iterator[tuple[int, str]]:
+    """A seed or release file's lines, numbered from 1, a Windows line end read as a plain one; a line that is
+    not UTF-8 raises ``NotText`` when it is reached, so what comes before it is read."""
+    with path.open("rb") as lines:
+        for number, raw in enumerate(lines, 1):
+            try:
+                yield number, raw.decode("utf-8").replace("\r\n", "\n")
+            except UnicodeDecodeError:
+                raise NotText(number) from None
 
 
 class Judgement(NamedTuple):

@@ -24,7 +24,7 @@ from ifsynth.schemas.errors import ImportFailed
 from ifsynth.schemas.ifir import SCHEMES, SINGLE_LEVEL, TEST_DATA, level_mode, release_id
 from ifsynth.schemas.infir import FIELDS, MODES
 from ifsynth.schemas.modes import FOLLOWIR_MODES, INFOSEARCH_MODES, INSTRUCTED, ORIGINAL
-from ifsynth.schemas.seeds import QrelsFault, id_fault, judgement, qrels_header
+from ifsynth.schemas.seeds import NotText, QrelsFault, id_fault, judgement, qrels_header, text_lines
 from ifsynth.warehouse.store import Warehouse
 
 SEP = "[SEP]"
@@ -403,12 +403,10 @@ def _numbered(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
 
 def _lines(path: Path) -> Iterator[tuple[int, str]]:
     """A text file's lines, numbered from 1; one that is not UTF-8 is said with its file and line."""
-    with path.open("rb") as handle:
-        for number, raw in enumerate(handle, start=1):
-            try:
-                yield number, raw.decode("utf-8")
-            except UnicodeDecodeError:
-                raise ImportFailed(f"`{path.name}` line {number} is not UTF-8 text; save the file as UTF-8") from None
+    try:
+        yield from text_lines(path)
+    except NotText as fault:
+        raise ImportFailed(f"`{path.name}` {fault}") from None
 
 
 def _identified(path: Path, what: str) -> Iterator[dict[str, Any]]:
