@@ -256,16 +256,15 @@ def serve(
 ) -> None:
     """Serve the recipe flows to a Prefect server (PREFECT_API_URL) until Ctrl-C: a flow run of deployment
     `<recipe>/served` given a warehouse and a run's config (settings, never a key) runs that recipe here."""
-    from ifsynth.flows.run.prefect_api import check_servable
     from ifsynth.flows.run.prefect_api import serve as serve_flows
     from ifsynth.flows.run.registry import recipe, recipes
     from ifsynth.flows.run.runner import quiet_prefect
 
     quiet_prefect()
     chosen = [recipe(name) for name in names or recipes()]
-    check_servable()  # before it says it serves
-    err.print(f"serving {', '.join(f'{r.name}/served' for r in chosen)}; Ctrl-C stops", highlight=False)
-    serve_flows([r.flow() for r in chosen], limit)  # Prefect's runner stops cleanly on Ctrl-C, and returns
+    said = f"serving {', '.join(f'{r.name}/served' for r in chosen)}; Ctrl-C stops"
+    # said once the server is found, and Prefect's runner stops cleanly on Ctrl-C, and returns
+    serve_flows([r.flow() for r in chosen], limit, lambda: err.print(said, highlight=False))
     err.print("stopped serving", highlight=False)
 
 

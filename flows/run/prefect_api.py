@@ -68,17 +68,15 @@ FINAL = {"COMPLETED", "FAILED", "CRASHED", "CANCELLED"}
 UNFINISHED = ("SCHEDULED", "PENDING", "RUNNING", "CANCELLING")
 
 
-def check_servable() -> None:
-    """Serving needs a Prefect server of the user's, which outlives the serving process, and that answers."""
+def serve(flows: list[Any], limit: int | None, ready: Callable[[], None] = lambda: None) -> None:
+    """Serve the flows from this process until Ctrl-C: each is a deployment ``<recipe>/served`` whose flow runs
+    (from Prefect's UI, ``prefect deployment run``, an automation) run here, ``limit`` at a time. Serving needs
+    a Prefect server of the user's, which outlives this process, and that answers; ``ready`` is called once it
+    does, before serving."""
     if not os.environ.get("PREFECT_API_URL"):
         raise ConfigError("serving needs a Prefect server that outlives this process: set PREFECT_API_URL")
     _check_configured(os.environ["PREFECT_API_URL"])
-
-
-def serve(flows: list[Any], limit: int | None) -> None:
-    """Serve the flows from this process until Ctrl-C: each is a deployment ``<recipe>/served`` whose flow runs
-    (from Prefect's UI, ``prefect deployment run``, an automation) run here, ``limit`` at a time."""
-    check_servable()
+    ready()
     from prefect import serve as serve_deployments
 
     serve_deployments(*(flow.to_deployment(SERVED) for flow in flows), limit=limit, print_starting_message=False)
