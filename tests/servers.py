@@ -23,6 +23,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from ifsynth.flows.run import local_prefect
 from ifsynth.flows.run.prefect_api import free_port
 
 __all__ = ["FixedReply", "answers", "descendants", "fixed_reply", "free_port", "prefect_server", "wait_until_up",
@@ -57,14 +58,15 @@ def answers(url: str, *, seconds: float) -> bool:
 def prefect_server(wait: bool = True) -> Iterator[dict[str, str]]:
     """A dedicated Prefect server (`prefect server start`, its database in a temporary directory), stopped on
     exit with its process group. Yields the environment that points ifsynth at it, once it answers (at once
-    when not ``wait``: the caller's users wait, and it starts meanwhile)."""
+    when not ``wait``: the caller's users wait, and it starts meanwhile). It runs the services the local server
+    runs (those that record task runs and events), without its UI."""
     with tempfile.TemporaryDirectory() as home:
         port = free_port()
-        env = {**os.environ, "PREFECT_HOME": home, "PREFECT_SERVER_ANALYTICS_ENABLED": "false", "DO_NOT_TRACK": "1"}
+        env = {**os.environ, **local_prefect.SERVER_ENV, "PREFECT_HOME": home}
         env.pop("PREFECT_API_URL", None)
         process = subprocess.Popen(
             [str(Path(sys.executable).with_name("prefect")), "server", "start", "--host", "127.0.0.1", "--port",
-             str(port), "--no-services", "--no-ui"],
+             str(port), "--no-ui"],
             env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
         )  # fmt: skip
         api = f"http://127.0.0.1:{port}/api"

@@ -10,10 +10,10 @@ import json
 import re
 from typing import Any, cast
 
-from prefect import get_run_logger, tags, task
+from prefect import get_run_logger, task
 from prefect.artifacts import create_markdown_artifact, create_table_artifact
 from prefect.client.orchestration import get_client
-from prefect.context import FlowRunContext
+from prefect.context import FlowRunContext, TagsContext
 from prefect.logging.handlers import APILogWorker
 
 from ifsynth.flows.run.context import Lines, RunContext, attach, check_failures, context, labels
@@ -55,7 +55,9 @@ def run_stages(warehouse: str, run_id: str = "", config: dict[str, Any] | None =
         if not ctx.config.stage_by_stage:
             sets = together(stages, batch=ctx.config.batch)
         try:
-            with ctx.progress.listening(Lines(get_run_logger().info)), tags(*labels(ctx.config)):  # on its tasks too
+            # the stages' task runs untagged, whatever tagged the flow run: Prefect asks its server for the tag
+            # concurrency limits of every tagged task run (one call each), and a user's limit would hold stages
+            with ctx.progress.listening(Lines(get_run_logger().info)), TagsContext(current_tags=set()):
                 counts = []
                 for orders in sets:
                     if len(orders) == 1:
