@@ -22,10 +22,11 @@ CONNECTION_STREAK = 20  # refused connections in a row after the endpoint has an
 
 
 class Breaker:
-    def __init__(self, base_url: str, key_env: str, scrub: Callable[[str], str] = str) -> None:
+    def __init__(self, base_url: str, key_advice: str, scrub: Callable[[str], str] = str) -> None:
+        """``key_advice``: what a 401 or 403 asks of the user (``route.key_advice``)."""
         self.base_url = base_url
         self.scrub = scrub
-        self.key_env = key_env
+        self.key_advice = key_advice
         self.tripped: EndpointDown | None = None
         self._answered = False
         self._streaks = {"400": 0, "not a completion": 0, "connection": 0, "unusable": 0}
@@ -56,7 +57,7 @@ class Breaker:
         if isinstance(exc, openai.APIStatusError):
             status = exc.status_code
             if status in (401, 403):
-                self._trip(f"answered {status}: check the key in {self.key_env} (and that it may use this model)")
+                self._trip(f"answered {status}: {self.key_advice}")
             if status == 404:
                 self._trip("answered 404: check the model name (--model, --judge-model) and the base URL's path")
             if 300 <= status < 400:

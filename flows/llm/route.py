@@ -148,6 +148,18 @@ def sendable_key(base_url: str, variable: str, notify: Callable[[str], None]) ->
     return key
 
 
+def key_advice(variable: str, base_url: str, sent: str | None) -> str:
+    """What a 401 or 403 asks of the user: to check the key or the URL's credentials sent, or why none was
+    (``sendable_key`` held the key back, or it is not set)."""
+    if sent is not None:
+        return f"check the key in {variable} (and that it may use this model)"
+    if urlsplit(base_url).username is not None:
+        return "check the user and password in the base URL (sent as HTTP Basic auth, as no key was)"
+    if api_key(variable) is not None:
+        return f"no key was sent: {variable} goes over plain http only to this machine; give an https URL"
+    return f"no key was sent: {variable} is not set"
+
+
 def _say_once(notify: Callable[[str], None], message: str) -> None:
     if message not in _said:
         _said.add(message)
@@ -222,10 +234,8 @@ async def _look(endpoint: Endpoint, notify: Callable[[str], None]) -> None:
             ) from None
         return  # whatever else: the run's breaker decides
     if response.status_code in (401, 403):
-        raise EndpointDown(
-            f"endpoint {where} answered {response.status_code}: check the key in {endpoint.api_key_env} "
-            "(and that it may use this model)"
-        )
+        advice = key_advice(endpoint.api_key_env, endpoint.base_url, key)
+        raise EndpointDown(f"endpoint {where} answered {response.status_code}: {advice}")
     # anything else it answers (no /models, a redirect, a proxy's page) is left to the run's breaker
 
 
@@ -261,7 +271,7 @@ class Route:
         host = urlsplit(endpoint.base_url).hostname or ""
         self.string_lengths = not host.endswith(STRICT_SUBSET_HOSTS)
         self.address = self.base_url  # where requests go: the embedded server's loopback port once started
-        self.breaker = Breaker(self.base_url, endpoint.api_key_env, self.scrub)
+        self.breaker = Breaker(self.base_url, key_advice(endpoint.api_key_env, endpoint.base_url, self.key), self.scrub)
         self._schemas: dict[type[Answer], dict[str, Any]] = {}
         self._client: openai.AsyncOpenAI | None = None
         self._http: httpx2.AsyncClient | None = None  # the SDK client's HTTP client

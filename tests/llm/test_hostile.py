@@ -93,6 +93,29 @@ def test_the_look_at_models_sends_what_a_request_sends_and_names_the_key_it_was_
     assert sent["openai-organization"] == "org-look" and sent["openai-project"] == "proj-look"
 
 
+@pytest.mark.parametrize("key, said", [
+    ("sk-held-back-1234", "no key was sent: MY_KEY goes over plain http only to this machine; give an https URL"),
+    (None, "no key was sent: MY_KEY is not set"),
+])  # fmt: skip
+def test_a_401_to_no_key_says_why_none_was_sent(monkeypatch: pytest.MonkeyPatch, key: str | None, said: str) -> None:
+    """A key held back from plain http to another machine (the endpoint here taken for one), or one not set, is
+    not a wrong key: the 401 says which, for the look and for the run's breaker alike."""
+    from ifsynth.flows.llm import route
+
+    monkeypatch.setattr(route, "is_loopback", lambda url: False)
+    if key is None:
+        monkeypatch.delenv("MY_KEY", raising=False)
+    else:
+        monkeypatch.setenv("MY_KEY", key)
+    with fixed_reply(401, b'{"error": {"message": "no key"}}') as endpoint, pytest.raises(EndpointDown) as refused:
+        preflight(Endpoint(base_url=endpoint.base_url, api_key_env="MY_KEY", timeout=10))
+    assert str(refused.value).endswith(f"answered 401: {said}")
+    assert "authorization" not in endpoint.sent[0]
+    assert route.Route(Endpoint(base_url=endpoint.base_url, api_key_env="MY_KEY")).breaker.key_advice == said
+    with_user = endpoint.base_url.replace("://", "://me:pa55word@")
+    assert "check the user and password in the base URL" in route.key_advice("MY_KEY", with_user, None)
+
+
 def test_the_deadline_runs_from_the_first_attempt_not_from_the_queue(warehouse_path: Path) -> None:
     """Asks queued behind a concurrency of one wait longer than the deadline in all; none is cut for it."""
     with (

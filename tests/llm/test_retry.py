@@ -55,7 +55,7 @@ def test_the_breaker_trips_at_once_on_the_key_and_after_a_streak_of_400s() -> No
     from ifsynth.flows.llm.breaker import REQUEST_STREAK, Breaker
     from ifsynth.schemas.errors import EndpointDown
 
-    breaker = Breaker("http://e/v1", "MY_KEY", scrub=lambda text: text.replace("sk-1", "***"))
+    breaker = Breaker("http://e/v1", "check the key in MY_KEY", scrub=lambda text: text.replace("sk-1", "***"))
     with pytest.raises(EndpointDown, match="answered 401: check the key in MY_KEY"):
         breaker.failed(status_error(401))
     with pytest.raises(EndpointDown):
