@@ -22,6 +22,7 @@ from tenacity.stop import stop_base
 from ifsynth.flows.llm import batch, openai
 from ifsynth.flows.llm.answers import call_cost, decode_completion, parse_answer
 from ifsynth.flows.llm.clock import SYSTEM_CLOCK, Clock
+from ifsynth.flows.llm.landed import Landed
 from ifsynth.flows.llm.limits import Budget
 from ifsynth.flows.llm.pool import Pool
 from ifsynth.flows.llm.requests import A, Ask, Reply, Request
@@ -119,6 +120,7 @@ class Gateway:
         self._calls = itertools.count()
         self.pending = 0  # asks started and not yet answered, over every ask_many under way
         self._flying: dict[str, asyncio.Future[Answered | GatewayFailure | None]] = {}  # key -> how it ended
+        self._landed: Landed[Answered] = Landed()  # what a lookup under way may have missed
 
     async def __aenter__(self) -> Gateway:
         for role in ("generator", "judge"):
@@ -219,23 +221,24 @@ class Gateway:
                 first += [self._request(ask, list(ask.prompt.messages), 0) for ask in part[at : at + SLICE]]
                 await asyncio.sleep(0)
             keys = [request.key for request in first]
-            cache = await asyncio.to_thread(self.warehouse.cached, keys)
-            if self.config.batch:
-                missing = {r.key: (ask, r.body) for ask, r in zip(part, first, strict=True) if r.key not in cache}
-                if missing and await self._fetch_batch(stage, missing):
-                    cache = await asyncio.to_thread(self.warehouse.cached, keys)
-            outstanding += len(part)
-            self.pending += len(part)
-            for at in range(0, len(part), SLICE):
-                pairs = zip(part[at : at + SLICE], first[at : at + SLICE], strict=True)
-                started_now = [
-                    asyncio.ensure_future(one(len(tasks) + n, ask, request, cache))
-                    for n, (ask, request) in enumerate(pairs)
-                ]
-                for task in started_now:  # however it ends, cancelled before it began included
-                    task.add_done_callback(self._settled)
-                tasks += started_now
-                await asyncio.sleep(0)  # let these requests go out
+            with self._landed.lookup():  # until its asks have looked at what is under way and what landed
+                cache = await asyncio.to_thread(self.warehouse.cached, keys)
+                if self.config.batch:
+                    missing = {r.key: (ask, r.body) for ask, r in zip(part, first, strict=True) if r.key not in cache}
+                    if missing and await self._fetch_batch(stage, missing):
+                        cache = await asyncio.to_thread(self.warehouse.cached, keys)
+                outstanding += len(part)
+                self.pending += len(part)
+                for at in range(0, len(part), SLICE):
+                    pairs = zip(part[at : at + SLICE], first[at : at + SLICE], strict=True)
+                    started_now = [
+                        asyncio.ensure_future(one(len(tasks) + n, ask, request, cache))
+                        for n, (ask, request) in enumerate(pairs)
+                    ]
+                    for task in started_now:  # however it ends, cancelled before it began included
+                        task.add_done_callback(self._settled)
+                    tasks += started_now
+                    await asyncio.sleep(0)  # let these requests go out: each task's first step sends or waits
         if started is not None:
             started.set()
         replies = await asyncio.gather(*tasks, return_exceptions=True)
@@ -309,7 +312,8 @@ class Gateway:
         another ask: then that one's answer, with no route and no attempt, as a rerun would find it in the
         cache; or its failure, after the retries it made for both (with none of its attempts). Sent twice,
         the two answers could differ (a sampling server), and a rerun would give both asks whichever the
-        cache holds first, another run than this one. If the other is cancelled, this one is sent."""
+        cache holds first, another run than this one. If the other is cancelled, this one is sent. An answer that
+        landed while this ask's chunk was looked up, its request no longer under way, is taken the same way."""
         key = request.key
         while (flying := self._flying.get(key)) is not None:
             other = await asyncio.shield(flying)  # cancelled, this ask must not cancel the other's
@@ -317,6 +321,8 @@ class Gateway:
                 raise GatewayFailure(other.reason, 0, other.failure)
             if other is not None:
                 return other, None, 0
+        if (landed := self._landed.get(key)) is not None:
+            return landed, None, 0
         flying = asyncio.get_running_loop().create_future()
         self._flying[key] = flying
         ended: Answered | GatewayFailure | None = None
@@ -330,6 +336,8 @@ class Gateway:
         finally:
             del self._flying[key]
             flying.set_result(ended)
+            if isinstance(ended, tuple):
+                self._landed.landed(key, ended)
 
     async def _send(
         self, stage: str, ask: Ask, request: Request

@@ -156,6 +156,30 @@ def test_identical_asks_under_way_at_once_send_one_request_and_share_its_answer(
     assert [r.value for r in again] == [r.value for r in first] and fake.stats()["requests"] == 2
 
 
+def test_a_twin_whose_answer_landed_while_its_chunk_was_looked_up_is_not_sent_again(
+    fake: FakeOpenAI, warehouse: Warehouse, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The second twin's chunk is looked up while the first is under way, and that lookup ends after the first
+    twin's answer landed: neither under way nor in what the lookup found, it must still not be sent again."""
+    from ifsynth.flows.llm import gateway
+
+    monkeypatch.setattr(gateway, "CHUNK", 2)  # [twin, other], then [twin]
+    lookups = iter([0.0, 0.6])
+    real = warehouse.cached
+
+    def slow(keys: Any) -> dict[str, Any]:
+        found = real(keys)  # read before the first twin lands (its request takes 0.2 s), returned after
+        threading.Event().wait(next(lookups, 0.0))
+        return found
+
+    monkeypatch.setattr(warehouse, "cached", slow)
+    answers = iter(range(100))
+    fake.configure(latency=0.2, mode="responder", responder=lambda body: {**GOOD, "score": next(answers) % 5 + 1})
+    first = answer(fake, warehouse, [ask("twin-query"), ask("other"), ask("twin-query")], concurrency=8)
+    assert sum("twin-query" in json.dumps(sent) for sent in fake.requests) == 1
+    assert first[0].value == first[2].value and [(r.sent, r.cached) for r in first] == [(1, 0), (1, 0), (0, 1)]
+
+
 def test_an_ask_whose_twin_failed_fails_with_it_and_sends_nothing(fake: FakeOpenAI, warehouse: Warehouse) -> None:
     """The twin made the retries for both: sent again one after the other, k twins would take k times the
     retries' time, for the same failure."""
