@@ -62,8 +62,11 @@ def _refused(route: Route, call: str) -> Iterator[None]:
     try:
         yield
     except openai.APIError as exc:
-        if isinstance(exc, openai.APIStatusError) and call == "POST /files" and exc.status_code in (404, 405, 501):
-            said = f"has no Batch API ({call} answered {exc.status_code}): drop --batch to send the requests one by one"
+        status = exc.status_code if isinstance(exc, openai.APIStatusError) else None
+        if call == "POST /files" and status in (404, 405, 501):
+            said = f"has no Batch API ({call} answered {status}): drop --batch to send the requests one by one"
+        elif status in (401, 403):
+            said = f"answered {status} to {call}: {route.breaker.key_advice}"
         else:
             error = f"{type(exc).__name__}: {error_text(exc, route.scrub)}"
             said = f"failed {call} ({error}); the run stopped, and continues when rerun"

@@ -149,15 +149,17 @@ def sendable_key(base_url: str, variable: str, notify: Callable[[str], None]) ->
 
 
 def key_advice(variable: str, base_url: str, sent: str | None) -> str:
-    """What a 401 or 403 asks of the user: to check the key or the URL's credentials sent, or why none was
-    (``sendable_key`` held the key back, or it is not set)."""
+    """What a 401 or 403 asks of the user, given the key ``sendable_key`` returned: to check the key sent, or
+    why none was (a key it returns no key for is one it held back), and the URL's credentials if they went
+    instead."""
     if sent is not None:
         return f"check the key in {variable} (and that it may use this model)"
-    if urlsplit(base_url).username is not None:
-        return "check the user and password in the base URL (sent as HTTP Basic auth, as no key was)"
+    why = "is not set or empty"
     if api_key(variable) is not None:
-        return f"no key was sent: {variable} goes over plain http only to this machine; give an https URL"
-    return f"no key was sent: {variable} is not set"
+        why = "was held back: it goes over plain http only to this machine; give an https URL"
+    if urlsplit(base_url).username is not None:
+        return f"check the user and password in the base URL, sent as HTTP Basic auth ({variable} {why})"
+    return f"{variable} {why}"
 
 
 def _say_once(notify: Callable[[str], None], message: str) -> None:

@@ -266,7 +266,8 @@ def test_a_key_an_endpoint_echoes_reaches_no_log_or_state_in_prefect(tmp_path: P
         proc = cli("--warehouse", str(warehouse), "run", "instructir", "--seeds", "demo", "--limit", "2",
                    "--base-url", endpoint.base_url, "--model", "m", *mode, env={"OPENAI_API_KEY": SECRET})  # fmt: skip
     assert proc.returncode == 4 and SECRET not in proc.stdout + proc.stderr
-    assert ("failed POST /files" if mode else "answered 401: check the key in OPENAI_API_KEY") in proc.stderr
+    assert ("answered 401 to POST /files" if mode else "answered 401") in proc.stderr
+    assert "check the key in OPENAI_API_KEY" in proc.stderr
     sent = "/files" if mode else "/chat/completions"
     assert any(path.endswith(sent) for path in endpoint.hits), "the requests went out"
     with Warehouse(warehouse, read_only=True) as store:
@@ -276,7 +277,7 @@ def test_a_key_an_endpoint_echoes_reaches_no_log_or_state_in_prefect(tmp_path: P
         logs = client.read_logs(log_filter=LogFilter(flow_run_id=LogFilterFlowRunId(any_=[flow_run.id])))
         task_runs = client.read_task_runs(flow_run_filter=FlowRunFilter(name=FlowRunFilterName(any_=[name])))
     errors = [log.message for log in logs if log.level >= 40]
-    assert any(("failed POST /files" if mode else "answered 401") in message for message in errors), "logged"
+    assert any("answered 401" in message for message in errors), "logged"
     states = [flow_run.state, *(task_run.state for task_run in task_runs)]
     said = [log.message for log in logs] + [state.message or "" for state in states if state is not None]
     assert not [text for text in said if SECRET in text]

@@ -40,7 +40,7 @@ def status_of(warehouse: Path) -> str:
 
 
 @pytest.mark.parametrize("status, body, headers, said", [
-    (401, b'{"error": {"message": "Incorrect API key provided"}}', {}, "answered 401: no key was sent: OPENAI_API_KEY"),
+    (401, b'{"error": {"message": "Incorrect API key provided"}}', {}, "answered 401: OPENAI_API_KEY is not set"),
     (403, b'{"error": {"message": "forbidden"}}', {}, "answered 403"),
     (404, b'{"error": {"message": "The model `m` does not exist"}}', {}, "answered 404: check the model name"),
     (302, b"", {"location": "https://elsewhere.example/v1/chat/completions"}, "redirected (302) to https://elsewhere"),

@@ -94,8 +94,9 @@ def test_the_look_at_models_sends_what_a_request_sends_and_names_the_key_it_was_
 
 
 @pytest.mark.parametrize("key, said", [
-    ("sk-held-back-1234", "no key was sent: MY_KEY goes over plain http only to this machine; give an https URL"),
-    (None, "no key was sent: MY_KEY is not set"),
+    ("sk-held-back-1234", "MY_KEY was held back: it goes over plain http only to this machine; give an https URL"),
+    ("", "MY_KEY is not set or empty"),
+    (None, "MY_KEY is not set or empty"),
 ])  # fmt: skip
 def test_a_401_to_no_key_says_why_none_was_sent(monkeypatch: pytest.MonkeyPatch, key: str | None, said: str) -> None:
     """A key held back from plain http to another machine (the endpoint here taken for one), or one not set, is
@@ -113,7 +114,8 @@ def test_a_401_to_no_key_says_why_none_was_sent(monkeypatch: pytest.MonkeyPatch,
     assert "authorization" not in endpoint.sent[0]
     assert route.Route(Endpoint(base_url=endpoint.base_url, api_key_env="MY_KEY")).breaker.key_advice == said
     with_user = endpoint.base_url.replace("://", "://me:pa55word@")
-    assert "check the user and password in the base URL" in route.key_advice("MY_KEY", with_user, None)
+    basic = "check the user and password in the base URL, sent as HTTP Basic auth"
+    assert route.key_advice("MY_KEY", with_user, None) == f"{basic} ({said})"
 
 
 def test_the_deadline_runs_from_the_first_attempt_not_from_the_queue(warehouse_path: Path) -> None:
