@@ -221,16 +221,21 @@ class Gateway:
                 first += [self._request(ask, list(ask.prompt.messages), 0) for ask in part[at : at + SLICE]]
                 await asyncio.sleep(0)
             keys = [request.key for request in first]
-            with self._landed.lookup():  # until its asks have looked at what is under way and what landed
+            look = True
+            if self.config.batch:  # the page's uncached requests answered through the Batch API first
                 cache = await asyncio.to_thread(self.warehouse.cached, keys)
-                if self.config.batch:
-                    missing = {r.key: (ask, r.body) for ask, r in zip(part, first, strict=True) if r.key not in cache}
-                    if missing and await self._fetch_batch(stage, missing):
-                        cache = await asyncio.to_thread(self.warehouse.cached, keys)
-                outstanding += len(part)
-                self.pending += len(part)
+                missing = {r.key: (ask, r.body) for ask, r in zip(part, first, strict=True) if r.key not in cache}
+                look = bool(missing) and await self._fetch_batch(stage, missing) > 0
+            with self._landed.lookup():  # until its asks have looked at what is under way and what landed
+                if look:
+                    cache = await asyncio.to_thread(self.warehouse.cached, keys)
                 for at in range(0, len(part), SLICE):
-                    pairs = zip(part[at : at + SLICE], first[at : at + SLICE], strict=True)
+                    if stopped:  # an answer handled meanwhile stopped the call: start nothing more
+                        break
+                    starting = part[at : at + SLICE]
+                    outstanding += len(starting)
+                    self.pending += len(starting)
+                    pairs = zip(starting, first[at : at + SLICE], strict=True)
                     started_now = [
                         asyncio.ensure_future(one(len(tasks) + n, ask, request, cache))
                         for n, (ask, request) in enumerate(pairs)

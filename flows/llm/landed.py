@@ -47,6 +47,10 @@ class Landed(Generic[T]):
             self._kept[key] = (tick, answer)
             self._order.append((tick, key))
 
+    def __len__(self) -> int:
+        """How many answers are kept."""
+        return len(self._kept)
+
     def get(self, key: str) -> T | None:
         kept = self._kept.get(key)
         return None if kept is None else kept[1]

@@ -180,6 +180,29 @@ def test_a_twin_whose_answer_landed_while_its_chunk_was_looked_up_is_not_sent_ag
     assert first[0].value == first[2].value and [(r.sent, r.cached) for r in first] == [(1, 0), (1, 0), (0, 1)]
 
 
+def test_an_answer_that_stops_the_call_while_its_chunk_starts_stops_the_rest_of_the_chunk(
+    fake: FakeOpenAI, warehouse: Warehouse, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The caller's handling of the first answer (from the cache, so handled as its ask starts) fails: the
+    asks of the chunk not yet started are not started, and nothing is sent after the stop."""
+    from ifsynth.flows.llm import gateway
+
+    fake.configure(mode="responder", responder=lambda body: GOOD)
+    answer(fake, warehouse, [ask("cached first")])
+    monkeypatch.setattr(gateway, "SLICE", 1)  # the event loop turns between every two asks started
+
+    def refuse(index: int, reply: Reply) -> None:
+        raise ValueError("the caller stops here")
+
+    async def go() -> None:
+        async with Gateway(config(fake), warehouse, "run-1", clock=FakeClock()) as opened:
+            await opened.ask_many("judge", [ask("cached first"), *(ask(f"new {i}") for i in range(20))], refuse)
+
+    with pytest.raises(ValueError, match="the caller stops here"):
+        asyncio.run(go())
+    assert fake.stats()["requests"] == 1, "only the first call's request"
+
+
 def test_an_ask_whose_twin_failed_fails_with_it_and_sends_nothing(fake: FakeOpenAI, warehouse: Warehouse) -> None:
     """The twin made the retries for both: sent again one after the other, k twins would take k times the
     retries' time, for the same failure."""

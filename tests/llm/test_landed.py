@@ -20,4 +20,4 @@ def test_an_answer_is_kept_only_while_a_lookup_that_may_have_missed_it_is_open()
         landed.landed("k1", "a1 again")  # the same key landing again is kept from its new landing
         assert landed.get("k1") == "a1 again"
     assert landed.get("k1") is None and landed.get("k2") is None
-    assert not landed._kept and not landed._order
+    assert len(landed) == 0
