@@ -55,8 +55,9 @@ def run_stages(warehouse: str, run_id: str = "", config: dict[str, Any] | None =
         if not ctx.config.stage_by_stage:
             sets = together(stages, batch=ctx.config.batch)
         try:
-            # the stages' task runs untagged, whatever tagged the flow run: Prefect asks its server for the tag
-            # concurrency limits of every tagged task run (one call each), and a user's limit would hold stages
+            # the stages' task runs untagged, whatever tagged the flow run (prefect.tags can only add): for tagged
+            # task runs Prefect asks its server for the tags' concurrency limits, and a user's limit would hold
+            # stages back
             with ctx.progress.listening(Lines(get_run_logger().info)), TagsContext(current_tags=set()):
                 counts = []
                 for orders in sets:
