@@ -208,42 +208,50 @@ class Gateway:
 
         tasks: list[asyncio.Future[Reply[A] | None]] = []
         start = 0
-        while start < len(asks) and not stopped:
-            if outstanding > low:
-                room.clear()
-                await room.wait()
-            part = asks[start : start + size]
-            start += len(part)
-            size = min(size * 2, MAX_CHUNK)
-            low = bound + size // 2
-            first: list[Request] = []
-            for at in range(0, len(part), SLICE):  # answers that arrive meanwhile are handled between slices
-                first += [self._request(ask, list(ask.prompt.messages), 0) for ask in part[at : at + SLICE]]
-                await asyncio.sleep(0)
-            keys = [request.key for request in first]
-            look = True
-            if self.config.batch:  # the page's uncached requests answered through the Batch API first
-                cache = await asyncio.to_thread(self.warehouse.cached, keys)
-                missing = {r.key: (ask, r.body) for ask, r in zip(part, first, strict=True) if r.key not in cache}
-                look = bool(missing) and await self._fetch_batch(stage, missing) > 0
-            with self._landed.lookup():  # until its asks have looked at what is under way and what landed
-                if look:
+        try:
+            while start < len(asks) and not stopped:
+                if outstanding > low:
+                    room.clear()
+                    await room.wait()
+                part = asks[start : start + size]
+                start += len(part)
+                size = min(size * 2, MAX_CHUNK)
+                low = bound + size // 2
+                first: list[Request] = []
+                for at in range(0, len(part), SLICE):  # answers that arrive meanwhile are handled between slices
+                    first += [self._request(ask, list(ask.prompt.messages), 0) for ask in part[at : at + SLICE]]
+                    await asyncio.sleep(0)
+                keys = [request.key for request in first]
+                look = True
+                if self.config.batch:  # the page's uncached requests answered through the Batch API first
                     cache = await asyncio.to_thread(self.warehouse.cached, keys)
-                for at in range(0, len(part), SLICE):
-                    if stopped:  # an answer handled meanwhile stopped the call: start nothing more
-                        break
-                    starting = part[at : at + SLICE]
-                    outstanding += len(starting)
-                    self.pending += len(starting)
-                    pairs = zip(starting, first[at : at + SLICE], strict=True)
-                    started_now = [
-                        asyncio.ensure_future(one(len(tasks) + n, ask, request, cache))
-                        for n, (ask, request) in enumerate(pairs)
-                    ]
-                    for task in started_now:  # however it ends, cancelled before it began included
-                        task.add_done_callback(self._settled)
-                    tasks += started_now
-                    await asyncio.sleep(0)  # let these requests go out: each task's first step sends or waits
+                    missing = {r.key: (ask, r.body) for ask, r in zip(part, first, strict=True) if r.key not in cache}
+                    look = bool(missing)  # looked up again after the wait: it may have answered them
+                    if missing:
+                        await self._fetch_batch(stage, missing)
+                with self._landed.lookup():  # until its asks have looked at what is under way and what landed
+                    if look:
+                        cache = await asyncio.to_thread(self.warehouse.cached, keys)
+                    for at in range(0, len(part), SLICE):
+                        if stopped:  # an answer handled meanwhile stopped the call: start nothing more
+                            break
+                        starting = part[at : at + SLICE]
+                        outstanding += len(starting)
+                        self.pending += len(starting)
+                        pairs = zip(starting, first[at : at + SLICE], strict=True)
+                        started_now = [
+                            asyncio.ensure_future(one(len(tasks) + n, ask, request, cache))
+                            for n, (ask, request) in enumerate(pairs)
+                        ]
+                        for task in started_now:  # however it ends, cancelled before it began included
+                            task.add_done_callback(self._settled)
+                        tasks += started_now
+                        await asyncio.sleep(0)  # let these requests go out: each task's first step sends or waits
+        except BaseException:  # cancelled, or a lookup failed: the asks started must not go on sending
+            for begun in tasks:
+                begun.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            raise
         if started is not None:
             started.set()
         replies = await asyncio.gather(*tasks, return_exceptions=True)

@@ -152,6 +152,8 @@ def key_advice(variable: str, base_url: str, sent: str | None) -> str:
     """What a 401 or 403 asks of the user, given the key ``sendable_key`` returned: to check the key sent, or
     why none was (a key it returns no key for is one it held back), and the URL's credentials if they went
     instead."""
+    if base_url == LOCAL_BASE_URL:
+        return "the embedded model's server refused it (it takes any key): rerun with --debug and report it"
     if sent is not None:
         return f"check the key in {variable} (and that it may use this model)"
     why = "is not set or empty"

@@ -194,13 +194,49 @@ def test_an_answer_that_stops_the_call_while_its_chunk_starts_stops_the_rest_of_
     def refuse(index: int, reply: Reply) -> None:
         raise ValueError("the caller stops here")
 
+    opened = Gateway(config(fake), warehouse, "run-1", clock=FakeClock())
+
     async def go() -> None:
-        async with Gateway(config(fake), warehouse, "run-1", clock=FakeClock()) as opened:
+        async with opened:
             await opened.ask_many("judge", [ask("cached first"), *(ask(f"new {i}") for i in range(20))], refuse)
 
     with pytest.raises(ValueError, match="the caller stops here"):
         asyncio.run(go())
     assert fake.stats()["requests"] == 1, "only the first call's request"
+    assert opened.pending == 0
+
+
+def test_a_lookup_that_fails_ends_the_asks_already_started(
+    fake: FakeOpenAI, warehouse: Warehouse, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The second chunk's lookup fails while the first chunk's requests are under way: those are cancelled
+    and ended before the error is raised, not left sending (and retrying) after the call has failed."""
+    from ifsynth.flows.llm import gateway
+
+    monkeypatch.setattr(gateway, "CHUNK", 2)
+    lookups = iter([False, True])
+    real = warehouse.cached
+
+    def failing(keys: Any) -> dict[str, Any]:
+        if next(lookups):
+            raise OSError("the disk went away")
+        return real(keys)
+
+    monkeypatch.setattr(warehouse, "cached", failing)
+    fake.configure(latency=0.5, mode="responder", responder=lambda body: GOOD)
+    opened = Gateway(config(fake), warehouse, "run-1", clock=FakeClock())
+    under_way: list[int] = []
+
+    async def go() -> None:
+        async with opened:
+            try:
+                await opened.ask_many("judge", [ask(f"q {i}") for i in range(3)])
+            finally:
+                under_way.append(opened.pending)
+
+    with pytest.raises(OSError, match="the disk went away"):
+        asyncio.run(go())
+    assert under_way == [0], "the first chunk's asks ended with the call"
 
 
 def test_an_ask_whose_twin_failed_fails_with_it_and_sends_nothing(fake: FakeOpenAI, warehouse: Warehouse) -> None:

@@ -132,3 +132,12 @@ def test_the_deadline_runs_from_the_first_attempt_not_from_the_queue(warehouse_p
 
         replies = asyncio.run(go())
     assert [reply.status for reply in replies] == ["ok"] * 5
+
+
+def test_a_401_from_the_embedded_model_does_not_blame_a_key() -> None:
+    """The embedded model's server takes any key (the client sends a fixed one): no key of the user's is at
+    fault, whatever the environment holds."""
+    from ifsynth.flows.llm.route import LOCAL_BASE_URL, key_advice
+
+    for sent in ("local", None):
+        assert key_advice("OPENAI_API_KEY", LOCAL_BASE_URL, sent).startswith("the embedded model's server refused")
