@@ -104,9 +104,10 @@ def judgement(line: str, queries: Container[str] | None = None, docs: Container[
             raise QrelsFault("needs query-id, corpus-id, score")
         return None
     query_id, doc_id, score = fields[:3]
-    if not _is_number(score):
-        raise QrelsFault("has a non-numeric score")
-    value = float(score)
+    try:
+        value = float(score)
+    except ValueError:
+        raise QrelsFault("has a non-numeric score") from None
     if not math.isfinite(value):
         raise QrelsFault(f"has the score `{score}`; a grade is a finite number")
     if queries is not None and query_id not in queries:
