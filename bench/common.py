@@ -73,13 +73,35 @@ def _stop_local_prefect(home: str) -> None:
     shutil.rmtree(home, ignore_errors=True)
 
 
+@functools.cache
+def runtime_dir() -> str:
+    """A folder of warm processes of this benchmark process's own (flows/cli/warm.py), short enough for a
+    socket's address: the warm processes its commands start are its own, and stopped when it ends."""
+    folder = tempfile.mkdtemp(prefix="ifsb-", dir="/tmp")
+    atexit.register(_stop_warm, folder)
+    return folder
+
+
+def _stop_warm(folder: str) -> None:
+    stop = [sys.executable, "-m", "ifsynth.flows.cli", "warm", "--stop"]
+    subprocess.run(stop, env={**os.environ, "XDG_RUNTIME_DIR": folder}, capture_output=True, check=False)
+    shutil.rmtree(folder, ignore_errors=True)
+
+
 def cli(
-    warehouse: Path, *args: str, env: dict[str, str] | None = None, python: str = sys.executable
+    warehouse: Path, *args: str, env: dict[str, str] | None = None, python: str = sys.executable, warm: bool = False
 ) -> subprocess.Popen[str]:
     """`ifsynth --warehouse W ...` as a child process in its own process group (killing the group is what a
     crash of the machine does to the command; the local Prefect server runs in a session of its own).
-    ``python``: the interpreter of another checkout's venv, to run that checkout's ifsynth."""
-    defaults = {"IR_DATASETS_HOME": str(warehouse.parent / "irds"), "PREFECT_HOME": prefect_home()}
+    ``python``: the interpreter of another checkout's venv, to run that checkout's ifsynth. ``warm``: a run
+    goes through the warm process, as a user's does; else each command is a process of its own, whose CPU,
+    memory and process group are the command's."""
+    defaults = {
+        "IR_DATASETS_HOME": str(warehouse.parent / "irds"),
+        "PREFECT_HOME": prefect_home(),
+        "IFSYNTH_WARM": "1" if warm else "0",
+        "XDG_RUNTIME_DIR": runtime_dir(),
+    }
     return subprocess.Popen(
         [python, "-m", "ifsynth.flows.cli", "--warehouse", str(warehouse), *args],
         cwd=REPO,
@@ -106,13 +128,26 @@ def finish(process: subprocess.Popen[str]) -> dict[str, Any]:
     return json.loads(out)
 
 
-def warm_up(base_url: str, root: Path, env: dict[str, str] | None = None) -> float:
+def warm_up(base_url: str, root: Path, env: dict[str, str] | None = None, *, warm: bool = False) -> float:
     """One tiny run first: Prefect creates and migrates its database on the first run of a machine, a cost
-    no later run pays. Returns its wall time."""
+    no later run pays; with ``warm``, the run starts the warm process, which is then waited for, as a
+    user's second command would find it. Returns the run's wall time."""
     started = time.perf_counter()
     seeds = synthetic_beir(root / "warm-seeds", 2)
-    finish(cli(root / "warm.duckdb", *run_args(seeds, base_url, 4, "--limit", "1", k=1), env=env))
-    return time.perf_counter() - started
+    finish(cli(root / "warm.duckdb", *run_args(seeds, base_url, 4, "--limit", "1", k=1), env=env, warm=warm))
+    wall = time.perf_counter() - started
+    if warm:
+        serving(1)
+    return wall
+
+
+def serving(count: int) -> None:
+    """Wait until ``count`` warm processes take commands (each interpreter, that is each checkout, has one)."""
+    deadline = time.monotonic() + 120
+    while len(list(Path(runtime_dir()).glob("ifsynth-warm-*/*.sock"))) < count:
+        if time.monotonic() > deadline:
+            raise SystemExit(f"the warm process did not start (its log is in {runtime_dir()})")
+        time.sleep(0.1)
 
 
 def fake_requests(base_url: str) -> int:

@@ -54,21 +54,23 @@ def measure(
     k: int,
     served: Callable[[], int] | None,
     env: dict[str, str] | None = None,
+    *,
+    warm: bool = True,
 ) -> dict[str, Any]:
     """``served`` counts the requests the server has answered, when it can tell; ``env`` is added to the
-    runs' environment."""
+    runs' environment; ``warm``: the runs go through the warm process (started by the warm-up run)."""
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
-        warm = warm_up(base_url, root, env)
+        warmup = warm_up(base_url, root, env, warm=warm)
         folder = synthetic_beir(root / "seeds", seeds)
         warehouse = root / "bench.duckdb"
         args = run_args(folder, base_url, concurrency, "--limit", str(seeds), k=k)
         started = time.perf_counter()
-        first = finish(cli(warehouse, *args, env=env))
+        first = finish(cli(warehouse, *args, env=env, warm=warm))
         first_wall = time.perf_counter() - started
         before = served() if served is not None else 0
         started = time.perf_counter()
-        again = finish(cli(warehouse, *args, env=env))
+        again = finish(cli(warehouse, *args, env=env, warm=warm))
         cached_wall = time.perf_counter() - started
         rerun_sent = served() - before if served is not None else again["llm_calls"]["sent"]
         stages = stage_times(warehouse, first["run"])
@@ -97,7 +99,7 @@ def measure(
         # the command's fixed cost: the process, imports, checks, Prefect's flow run, the exit
         "cached_stages_s": None if reading is None else round(reading, 3),
         "cached_fixed_s": None if reading is None else round(cached_wall - reading, 3),
-        "warmup_s": round(warm, 3),
+        "warmup_s": round(warmup, 3),
         "stages": per_stage,
         "startup_s": round(first_wall - llm_span, 3),
         "llm_span_s": round(llm_span, 3),
@@ -120,6 +122,7 @@ def main() -> None:
     parser.add_argument("--server", choices=["fake", "wiremock"], default="fake", help="started with --latency")
     parser.add_argument("--prefect-server", action="store_true", help="runs use one dedicated Prefect server")
     parser.add_argument("--base-url", help="an OpenAI-compatible server already running, instead of --server")
+    parser.add_argument("--cold", action="store_true", help="each command a process of its own (IFSYNTH_WARM=0)")
     args = parser.parse_args()
     with contextlib.ExitStack() as stack:
         env = stack.enter_context(prefect_server()) if args.prefect_server else None
@@ -132,7 +135,7 @@ def main() -> None:
             server = stack.enter_context(fake_server("--latency", str(args.latency)))
             served = functools.partial(fake_requests, server)
         shape = (args.seeds, args.latency, args.concurrency, args.k)
-        pairs = [measure(server, *shape, served, env) for _ in range(args.repeat)]
+        pairs = [measure(server, *shape, served, env, warm=not args.cold) for _ in range(args.repeat)]
     net = [pair["efficiency_net_of_cached_rerun"] for pair in pairs]
     median = sorted(pairs, key=lambda pair: pair["efficiency_net_of_cached_rerun"])[len(pairs) // 2]
     emit(
@@ -140,6 +143,7 @@ def main() -> None:
             "bench": "end_to_end",
             "server": args.base_url or args.server,
             "prefect": "dedicated server" if args.prefect_server else "the local server the commands share",
+            "commands": "each a process of its own" if args.cold else "through the warm process",
             "repeat": args.repeat,
             **median,
             "net_efficiencies": net,

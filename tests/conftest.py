@@ -39,6 +39,7 @@ def offline_env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
     os.environ.update(PREFECT_DEFAULTS)
     os.environ["PREFECT_HOME"] = str(home)
     os.environ["IR_DATASETS_HOME"] = str(tmp_path_factory.mktemp("ir-datasets"))
+    os.environ["IFSYNTH_WARM"] = "0"  # each command a process of its own; tests/cli/test_warm.py turns it on
     os.environ.pop("OPENAI_API_KEY", None)
     os.environ.pop("PREFECT_API_URL", None)
     yield

@@ -1,5 +1,5 @@
 """`python -m ifsynth.flows.cli`: the same command as the `ifsynth` script."""
 
-from ifsynth.flows.cli.app import script
+from ifsynth.flows.cli.warm import script
 
 script()

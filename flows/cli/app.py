@@ -293,6 +293,24 @@ def prefect_server(
         out.print("runs use the server PREFECT_API_URL names, not this one", highlight=False)
 
 
+@app.command("warm")
+def warm_processes(
+    stop: Annotated[bool, typer.Option("--stop", help="Stop them (each once the runs it serves end).")] = False,
+) -> None:
+    """The warm processes that keep ifsynth loaded for later runs (one per folder and Python), started by a
+    run; they stop by themselves after IFSYNTH_WARM_IDLE seconds (1,800) idle. IFSYNTH_WARM=0 turns them off."""
+    from ifsynth.flows.cli import warm
+
+    found = warm.stop() if stop else warm.running()
+    if not found:
+        out.print("no warm process runs", highlight=False)
+    for process in found:
+        since = datetime.fromtimestamp(process.started).isoformat(" ", "seconds")
+        what = "stopping" if stop else "warm process"
+        said = f"{what} {process.pid}: runs in {process.folder} with {process.python}, since {since}"
+        out.print(said, highlight=False, soft_wrap=True)
+
+
 def _intro(settings: Any, how: str = "") -> str:
     from ifsynth.flows.llm.route import public_url
 

@@ -1,0 +1,633 @@
+"""The warm process: ifsynth loaded once, and a process forked from it for each `ifsynth run`.
+
+Most of a fully cached rerun is imports, not work: Prefect, the openai SDK, DuckDB, pyarrow and ifsynth's own
+modules take 2-4 s of CPU in every process (bench/README.md), and only a process kept between commands saves
+them. So the first `ifsynth run` in a folder starts one in the background, and runs as it always did; later
+runs from the same interpreter and folder hand it their arguments, environment and standard streams over a
+Unix socket and wait. It forks a child that takes them on (folder, environment, streams, umask, a process
+group of its own) and runs the command as a fresh process would; the command's signals (Ctrl-C, ``kill``,
+Ctrl-Z) go to that child's process group, and the child's exit status is the command's.
+
+A warm process serves only commands that would have loaded exactly what it loaded: the same interpreter,
+folder, environment, user, limits, ifsynth source files, installed packages and Prefect settings files (the
+``key``). Any other command runs as before and replaces it. It is said once where it runs and how to stop it;
+it stops by itself after ``IFSYNTH_WARM_IDLE`` seconds (1,800) with no command, or now with ``ifsynth warm
+--stop``; ``IFSYNTH_WARM=0`` turns it off. Its socket, lock, record and log are in a folder only its user may
+enter, ``$XDG_RUNTIME_DIR`` (or the temporary folder) ``/ifsynth-warm-<uid>``.
+
+This module is the ``ifsynth`` command's entry point, so it imports only the standard library's lightest
+modules: everything heavy is what the warm process is there to have loaded already.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import json
+import os
+import signal
+import socket
+import stat
+import struct
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, NoReturn
+
+IDLE_SECONDS = 1800.0
+FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1, signal.SIGUSR2)
+VOLATILE = frozenset({"_", "PWD", "OLDPWD", "SHLVL"})  # a shell's bookkeeping, which no module reads
+GLOBAL_VALUED = ("--warehouse", "--memory-limit")  # the options before the command that take a value
+SOURCES = ("flows", "prompts", "schemas", "warehouse")  # ifsynth's folders, as installed
+MODULE = "ifsynth.flows.cli.warm"
+EXIT_LOST = 70  # the warm process went away before the command's end
+SOCKET_PATH_MAX = 100
+
+
+def script() -> NoReturn:
+    """``ifsynth``: a run through the warm process when one serves this command, else as a process of its own
+    (starting a warm process for the next run)."""
+    args = sys.argv[1:]
+    if _wanted(args):
+        place = Place.here()
+        if place is not None:
+            request = _request()
+            code = _through(place, request)
+            if code is not None:
+                os._exit(code)
+            place.start(request["key"])
+    from ifsynth.flows.cli.app import script as cold
+
+    cold()
+
+
+def _wanted(args: list[str]) -> bool:
+    """Whether this command is a run the warm process may serve: `run`, without --debug (which changes
+    Prefect's settings before its import), on a system that can pass file descriptors."""
+    if os.environ.get("IFSYNTH_WARM", "1").strip().lower() in ("0", "false", "no", "off"):
+        return False
+    if not hasattr(socket, "send_fds") or not hasattr(os, "fork"):
+        return False
+    try:
+        for fd in (0, 1, 2):  # the streams it hands over
+            os.fstat(fd)
+    except OSError:
+        return False
+    index = 0
+    while index < len(args) and args[index].split("=", 1)[0] in GLOBAL_VALUED:
+        index += 1 if "=" in args[index] else 2
+    return args[index : index + 1] == ["run"]
+
+
+def idle_seconds() -> float:
+    value = os.environ.get("IFSYNTH_WARM_IDLE", "")
+    try:
+        return float(value) if value.strip() else IDLE_SECONDS
+    except ValueError:
+        sys.stderr.write("error: IFSYNTH_WARM_IDLE is a number of seconds\n")
+        os._exit(2)
+
+
+@dataclass(frozen=True)
+class Place:
+    """Where the warm process of one interpreter and folder keeps its socket, lock, record and log."""
+
+    stem: Path
+
+    @staticmethod
+    def folder() -> Path | None:
+        """The user's folder of warm processes, made if missing; None when it is not the user's alone (another
+        user made it first, or it is a link): nobody else may reach a warm process, which runs what it is sent."""
+        base = Path(os.environ.get("XDG_RUNTIME_DIR") or os.environ.get("TMPDIR") or "/tmp")
+        folder = base / f"ifsynth-warm-{os.getuid()}"
+        try:
+            folder.mkdir(mode=0o700)
+        except FileExistsError:
+            pass
+        except OSError:
+            return None
+        try:
+            found = os.lstat(folder)
+        except OSError:
+            return None
+        if not stat.S_ISDIR(found.st_mode) or found.st_uid != os.getuid() or found.st_mode & 0o077:
+            return None
+        return folder
+
+    @classmethod
+    def here(cls) -> Place | None:
+        folder = cls.folder()
+        if folder is None:
+            return None
+        name = hashlib.sha256(f"{sys.executable}\0{os.getcwd()}".encode()).hexdigest()[:16]
+        place = cls(folder / name)
+        if len(os.fsencode(place.file(f".{1 << 22}.sock"))) > SOCKET_PATH_MAX:
+            return None  # a socket's address is at most 108 bytes (104 on macOS)
+        return place
+
+    def file(self, suffix: str) -> Path:
+        return self.stem.with_name(self.stem.name + suffix)
+
+    def start(self, key: str) -> None:
+        """Start the warm process for ``key`` in the background, unless one is starting or serving here; said
+        once, with how to stop it."""
+        with contextlib.suppress(OSError):
+            if self.file(".failed").read_text() == key:
+                return  # it failed to start for this very key: once is enough (its log says why)
+        with self.file(".lock").open("ab") as lock:
+            try:
+                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                return  # one is starting (or still serving the runs of a key it gave up)
+        import subprocess
+
+        idle = idle_seconds()
+        with self.file(".log").open("ab") as log:
+            process = subprocess.Popen(
+                [sys.executable, "-P", "-m", MODULE, str(self.stem), key, str(idle)],
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=log,
+                start_new_session=True,  # outlives this command; a terminal's Ctrl-C does not reach it
+            )
+        sys.stderr.write(
+            f"started a warm ifsynth process (pid {process.pid}) that later runs in this folder reuse; it stops "
+            f"after {idle / 60:.0f} min idle, or now with `ifsynth warm --stop`; IFSYNTH_WARM=0 turns it off\n"
+        )
+
+
+def _request() -> dict[str, Any]:
+    """What the child needs to become this command, and the key of what a process loads before it runs one."""
+    env = dict(os.environ)
+    cwd = os.getcwd()
+    loaded = {
+        "python": [sys.executable, sys.version, sys.flags.optimize, sys.flags.isolated],
+        "cwd": cwd,
+        "env": sorted((name, value) for name, value in env.items() if name not in VOLATILE),
+        "ids": [os.getuid(), os.getgid(), sorted(os.getgroups())],
+        "limits": _limits(),
+        "files": _stamps(cwd, env),
+    }
+    key = hashlib.sha256(json.dumps(loaded, sort_keys=True).encode()).hexdigest()
+    streams = [[s.encoding, s.errors, s.line_buffering] if s else None for s in (sys.stdin, sys.stdout, sys.stderr)]
+    return {
+        "key": key,
+        "argv": sys.argv,
+        "env": env,
+        "cwd": cwd,
+        "umask": _umask(),
+        "path": sys.path,
+        "streams": streams,
+    }
+
+
+def _umask() -> int:
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def _limits() -> list[Any]:
+    import resource
+
+    limits = [resource.getrlimit(getattr(resource, name)) for name in dir(resource) if name.startswith("RLIMIT_")]
+    cgroup = Path("/proc/self/cgroup")
+    return [limits, os.getpriority(os.PRIO_PROCESS, 0), cgroup.read_text() if cgroup.exists() else None]
+
+
+def _stamps(cwd: str, env: dict[str, str]) -> list[Any]:
+    """Modification times of what a process reads as it loads: ifsynth's sources, the installed packages (a
+    site-packages folder changes when a package is installed or removed) and Prefect's settings files."""
+    root = Path(__file__).resolve().parents[2]
+    stamps: list[Any] = []
+    for folder in SOURCES:
+        for parent, dirs, files in os.walk(root / folder):
+            dirs[:] = [d for d in dirs if d != "__pycache__"]
+            stamps.extend(_stamp(os.path.join(parent, f)) for f in sorted(files) if f.endswith(".py"))
+    stamps.extend(_stamp(p) for p in sys.path if p.endswith(("site-packages", "dist-packages")))
+    home = Path(env.get("PREFECT_HOME") or Path.home() / ".prefect").expanduser()
+    settings = [env.get("PREFECT_PROFILES_PATH") or home / "profiles.toml"]
+    stamps.extend(_stamp(p) for p in [*settings, *(Path(cwd, f) for f in ("prefect.toml", "pyproject.toml", ".env"))])
+    return stamps
+
+
+def _stamp(path: str | Path) -> list[Any]:
+    try:
+        found = os.stat(path)
+    except OSError:
+        return [str(path), None]
+    return [str(path), found.st_mtime_ns, found.st_size]
+
+
+def _through(place: Place, request: dict[str, Any]) -> int | None:
+    """The exit code of the command as the warm process ran it; None when none serves this command's key
+    (none runs, or it runs for another key and now retires), and the command is to run itself."""
+    connection = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        connection.connect(str(place.file(".sock")))
+    except OSError:
+        connection.close()
+        return None
+    with connection:
+        data = json.dumps(request).encode()
+        socket.send_fds(connection, [struct.pack("!I", len(data)) + data], [0, 1, 2])
+        replies = connection.makefile("rb")
+        reply = _reply(replies)
+        if reply is None or "pid" not in reply:
+            return None
+        pid = int(reply["pid"])
+        _forward_signals(pid)
+        reply = _reply(replies)
+    if reply is None:
+        sys.stderr.write(f"error: the warm ifsynth process stopped before this command's end (its process {pid})\n")
+        return EXIT_LOST
+    code = int(reply["exit"])
+    if code < 0:  # the command died of a signal: so does this process, for whoever waits on it
+        signal.signal(-code, signal.SIG_DFL)
+        os.kill(os.getpid(), -code)
+        return 128 - code
+    return code
+
+
+def _reply(replies: Any) -> dict[str, Any] | None:
+    line = replies.readline()
+    return json.loads(line) if line else None
+
+
+def _forward_signals(pid: int) -> None:
+    """Signals to this process go to the command's process group, as a terminal's would have; Ctrl-Z stops the
+    command's group before this process, and its continuation continues both."""
+
+    def forward(signum: int, _: object) -> None:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(pid, signum)
+
+    def suspend(_signum: int, _frame: object) -> None:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(pid, signal.SIGSTOP)
+        signal.signal(signal.SIGTSTP, signal.SIG_DFL)
+        os.kill(os.getpid(), signal.SIGTSTP)
+
+    def resume(_signum: int, _frame: object) -> None:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(pid, signal.SIGCONT)
+        signal.signal(signal.SIGTSTP, suspend)
+
+    for signum in FORWARDED:
+        signal.signal(signum, forward)
+    signal.signal(signal.SIGTSTP, suspend)
+    signal.signal(signal.SIGCONT, resume)
+
+
+# The warm process itself.
+
+
+def serve(argv: list[str]) -> None:
+    """Load, then fork a child for each command sent, until idle or stopped. Only one serves a place: the
+    lock is held for the process's life (the children close their copy)."""
+    place, key, idle = Place(Path(argv[0])), argv[1], float(argv[2])
+    lock = place.file(".lock").open("ab")
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return
+    with contextlib.suppress(OSError):
+        os.ftruncate(2, 0)  # the log (this process's standard error) is this process's alone
+    try:
+        _preload()
+        server = Server(place, key, idle, lock)
+    except BaseException:
+        place.file(".failed").write_text(key)  # commands of this key run by themselves, and start no other
+        raise
+    place.file(".failed").unlink(missing_ok=True)
+    server.loop()
+
+
+# What a run imports, in the order it does: ifsynth's modules (the CLI's own module is left to each child: its
+# consoles read the terminal as they are made), then what the run's flow and gateway import as they run, read
+# from a fully cached rerun's new modules in a child of the warm process.
+IFSYNTH_MODULES = (
+    "ifsynth.flows.run.runner",
+    "ifsynth.flows.run.flows",
+    "ifsynth.flows.run.local_prefect",
+    "ifsynth.flows.run.pipeline",
+    "ifsynth.flows.run.shards",
+    "ifsynth.flows.run.tasks",
+    "ifsynth.flows.cli.progress",
+    "ifsynth.flows.cli.watch",
+)
+LIBRARIES = (
+    "typer",
+    "openai",  # the gateway's, loaded on a run's first request
+    "aiohttp",
+    "prefect.flow_engine",
+    "prefect.task_engine",
+    "prefect.concurrency.v1.context",
+    "prefect.utilities.visualization",
+    "pydantic.v1",
+    "httpcore2",
+    "anyio._backends._asyncio",
+    "truststore",
+    "encodings.idna",
+    "numpy.ma",
+    "rich._emoji_codes",
+    "typer._adapters",
+)
+
+
+def _preload() -> None:
+    """Import what a run imports; Prefect once its quiet defaults are set, as a run does."""
+    import importlib
+    import pkgutil
+
+    from ifsynth.flows.run import runner
+
+    runner.quiet_prefect()
+    for name in IFSYNTH_MODULES:
+        importlib.import_module(name)
+    recipes = importlib.import_module("ifsynth.flows.recipes")
+    for found in pkgutil.walk_packages(recipes.__path__, recipes.__name__ + "."):
+        importlib.import_module(found.name)
+    for name in LIBRARIES:
+        with contextlib.suppress(ImportError):  # another version of a library may have no module of that name
+            importlib.import_module(name)
+
+
+class Server:
+    def __init__(self, place: Place, key: str, idle: float, lock: Any) -> None:
+        self.place, self.key, self.idle, self.lock = place, key, idle, lock
+        self.children: dict[int, socket.socket | None] = {}  # a command's connection, None once it is gone
+        self.retiring = False
+        self.idled = False
+        self.listener: socket.socket | None = self._listen()
+        self.last = time.monotonic()
+
+    def _listen(self) -> socket.socket:
+        """The socket, bound under a new name and renamed into place: a command finds a socket that accepts
+        or none. Its record says who serves and where."""
+        listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        fresh = self.place.file(f".{os.getpid()}.sock")
+        fresh.unlink(missing_ok=True)
+        listener.bind(str(fresh))
+        listener.listen(64)
+        os.replace(fresh, self.place.file(".sock"))
+        self.inode = os.stat(self.place.file(".sock")).st_ino
+        record = {"pid": os.getpid(), "folder": os.getcwd(), "python": sys.executable, "started": time.time()}
+        self.place.file(".json").write_text(json.dumps(record))
+        return listener
+
+    def retire(self, why: str) -> None:
+        """Take no more commands and let another warm process start here; the children's ends are still
+        reported to their commands before this process exits."""
+        if self.listener is None:
+            return
+        with contextlib.suppress(OSError):
+            if os.stat(self.place.file(".sock")).st_ino == self.inode:
+                self.place.file(".sock").unlink()
+                self.place.file(".json").unlink(missing_ok=True)
+        self.selector.unregister(self.listener)
+        self.listener.close()
+        self.listener = None
+        self.lock.close()
+        _log(f"retired ({why}); {len(self.children)} commands to see to their end")
+
+    def loop(self) -> None:
+        import selectors
+
+        self.selector = selectors.DefaultSelector()
+        wake_read, wake_write = os.pipe()
+        os.set_blocking(wake_write, False)
+        os.set_blocking(wake_read, False)
+        signal.set_wakeup_fd(wake_write)
+        signal.signal(signal.SIGCHLD, lambda *_: None)
+        signal.signal(signal.SIGTERM, lambda *_: setattr(self, "retiring", True))
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        self.wake = (wake_read, wake_write)
+        assert self.listener is not None
+        self.selector.register(self.listener, selectors.EVENT_READ, "accept")
+        self.selector.register(wake_read, selectors.EVENT_READ, "signal")
+        _log(f"process {os.getpid()} serves runs in {os.getcwd()} with {sys.executable}")
+        while True:
+            if self.retiring:
+                self.retire("idle" if self.idled else "stopped")
+            if self.listener is None and not self.children:
+                return
+            wait = None if self.children else max(0.0, self.last + self.idle - time.monotonic())
+            events = self.selector.select(wait)
+            if not events and not self.children and time.monotonic() - self.last >= self.idle:
+                self.retiring = self.idled = True
+            for event, _ in events:
+                if event.data == "accept" and self.listener is not None:
+                    self._accept()
+                elif event.data == "signal":
+                    with contextlib.suppress(BlockingIOError):
+                        os.read(wake_read, 512)
+                    self._reap()
+                elif isinstance(event.data, int):  # a command's connection: it closed before its end
+                    self._lost(event.data)
+
+    def _accept(self) -> None:
+        assert self.listener is not None
+        try:
+            connection, _ = self.listener.accept()
+        except OSError:
+            return
+        connection.settimeout(5)
+        try:
+            request, fds = _receive(connection)
+        except (OSError, ValueError, KeyError):
+            connection.close()
+            return
+        if request["key"] != self.key:
+            for fd in fds:
+                os.close(fd)
+            # before the answer: the command then starts the warm process of its own key
+            self.retire("a command of another environment or code came")
+            with contextlib.suppress(OSError):
+                connection.sendall(b'{"stale": true}\n')
+            connection.close()
+            return
+        sys.stdout.flush()
+        sys.stderr.flush()
+        pid = os.fork()
+        if pid == 0:
+            self._become(request, fds, connection)
+        for fd in fds:
+            os.close(fd)
+        self.last = time.monotonic()
+        _log(f"command {pid} started")
+        try:
+            connection.sendall(json.dumps({"pid": pid}).encode() + b"\n")
+        except OSError:
+            _kill_group(pid)
+        connection.setblocking(False)
+        self.children[pid] = connection
+        import selectors
+
+        self.selector.register(connection, selectors.EVENT_READ, pid)
+
+    def _become(self, request: dict[str, Any], fds: list[int], connection: socket.socket) -> NoReturn:
+        """In the child: drop the warm process's files and handlers, take on the command's, and run it."""
+        try:
+            signal.set_wakeup_fd(-1)
+            for signum in (signal.SIGCHLD, signal.SIGTERM):
+                signal.signal(signum, signal.SIG_DFL)
+            signal.signal(signal.SIGINT, signal.default_int_handler)
+            self.selector.close()
+            for held in [self.listener, connection, *self.children.values()]:
+                if held is not None:
+                    held.close()
+            self.lock.close()
+            for fd in self.wake:
+                os.close(fd)
+            os.setpgid(0, 0)
+            for target, fd in enumerate(fds):
+                os.dup2(fd, target)
+                os.close(fd)
+            os.chdir(request["cwd"])
+            os.umask(request["umask"])
+            os.environ.clear()
+            os.environ.update(request["env"])
+            sys.argv[:] = request["argv"]
+            sys.path[:] = request["path"]
+            # new stream objects, as the interpreter's start makes them: the warm process's were made for its
+            # own files (a log: seekable, not a terminal), which the objects remember
+            for fd, name, settings in zip((0, 1, 2), ("stdin", "stdout", "stderr"), request["streams"], strict=True):
+                if settings is not None:
+                    encoding, errors, line_buffering = settings
+                    stream = open(fd, "r" if fd == 0 else "w", encoding=encoding, errors=errors, closefd=False)  # noqa: SIM115
+                    stream.reconfigure(line_buffering=line_buffering)
+                    setattr(sys, name, stream)
+                    setattr(sys, f"__{name}__", stream)
+            from ifsynth.flows.cli.app import script as cold
+
+            cold()
+        except BaseException:
+            import traceback
+
+            traceback.print_exc()
+        finally:
+            os._exit(EXIT_LOST)
+
+    def _reap(self) -> None:
+        while self.children:
+            try:
+                pid, status = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                return
+            if pid == 0:
+                return
+            if pid not in self.children:
+                continue
+            connection = self.children.pop(pid)
+            self.last = time.monotonic()
+            code = os.waitstatus_to_exitcode(status)
+            _log(f"command {pid} ended: {f'signal {-code}' if code < 0 else f'exit {code}'}")
+            if connection is None:
+                continue
+            self.selector.unregister(connection)
+            with contextlib.suppress(OSError):
+                connection.setblocking(True)
+                connection.sendall(json.dumps({"exit": code}).encode() + b"\n")
+            connection.close()
+
+    def _lost(self, pid: int) -> None:
+        """A command's connection became readable: it sends nothing after its request, so it is gone (killed
+        with SIGKILL: its forwarding died with it). Its run goes the same way."""
+        connection = self.children[pid]
+        assert connection is not None
+        with contextlib.suppress(BlockingIOError):
+            if connection.recv(1):
+                return
+        self.selector.unregister(connection)
+        connection.close()
+        self.children[pid] = None
+        _log(f"command {pid} lost its caller: killed")
+        _kill_group(pid)
+
+
+def _log(line: str) -> None:
+    """A line of the warm process's log (its standard error): which commands it ran, never what they were."""
+    sys.stderr.write(f"{time.strftime('%Y-%m-%d %H:%M:%S')} {line}\n")
+    sys.stderr.flush()
+
+
+def _kill_group(pid: int) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pid, signal.SIGKILL)
+
+
+def _receive(connection: socket.socket) -> tuple[dict[str, Any], list[int]]:
+    data, fds, _, _ = socket.recv_fds(connection, 1 << 16, 3)
+    if len(fds) != 3 or len(data) < 4:
+        for fd in fds:
+            os.close(fd)
+        raise ValueError("not a command")
+    (size,) = struct.unpack("!I", data[:4])
+    data = data[4:]
+    while len(data) < size:
+        chunk = connection.recv(size - len(data))
+        if not chunk:
+            break
+        data += chunk
+    try:
+        return json.loads(data), fds
+    except ValueError:
+        for fd in fds:
+            os.close(fd)
+        raise
+
+
+# What `ifsynth warm` shows and stops.
+
+
+@dataclass(frozen=True)
+class Warm:
+    pid: int
+    folder: str
+    python: str
+    started: float
+
+
+def running() -> list[Warm]:
+    """This user's warm processes, one per interpreter and folder."""
+    folder = Place.folder()
+    found = []
+    for record in sorted(folder.glob("*.json")) if folder else []:
+        try:
+            warm = Warm(**json.loads(record.read_text()))
+        except (OSError, ValueError, TypeError):
+            continue
+        if _alive(warm.pid):
+            found.append(warm)
+    return found
+
+
+def stop() -> list[Warm]:
+    """Stop every warm process of this user; each ends once the commands it runs have."""
+    stopped = running()
+    for warm in stopped:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(warm.pid, signal.SIGTERM)
+    return stopped
+
+
+def _alive(pid: int) -> bool:
+    """Whether ``pid`` is a warm process (a record outlives a process killed with SIGKILL, and its pid may
+    since be another program's)."""
+    if not Path("/proc/self").exists():  # no /proc: the record is taken at its word
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return False
+        return True
+    try:
+        return MODULE.encode() in Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return False
+
+
+if __name__ == "__main__":
+    serve(sys.argv[1:])

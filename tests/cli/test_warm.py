@@ -1,0 +1,278 @@
+"""The warm process (flows/cli/warm.py): a run after the first goes through it, and is the same command to its
+user: the same output, exit status, warehouse; Ctrl-C and kill reach the run; another environment replaces it."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ifsynth.flows.cli import warm
+from tests.conftest import REPO
+from tests.fake_openai import FakeOpenAI
+
+pytestmark = pytest.mark.usefixtures("prefect")
+
+STARTED = re.compile(r"started a warm ifsynth process \(pid (\d+)\)")
+
+
+@pytest.fixture
+def runtime() -> Iterator[Path]:
+    """A folder of warm processes of the test's own (short: a socket's address has at most 108 bytes), and
+    every warm process in it stopped after the test."""
+    folder = Path(tempfile.mkdtemp(prefix="w", dir="/tmp"))
+    yield folder
+    for process in _stop_all(folder):
+        _wait_gone(process.pid)
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+def _env(runtime: Path, **extra: str) -> dict[str, str]:
+    # without pytest's per-test variable: the environment is part of what a warm process serves
+    env = {k: v for k, v in os.environ.items() if k != "PYTEST_CURRENT_TEST"}
+    return {**env, "XDG_RUNTIME_DIR": str(runtime), "IFSYNTH_WARM": "1", "IFSYNTH_WARM_IDLE": "300", **extra}
+
+
+def ifsynth(runtime: Path, *args: str, **extra: str) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "ifsynth.flows.cli", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=_env(runtime, **extra),
+        cwd=REPO,
+    )
+
+
+def finished(process: subprocess.Popen[str], seconds: float = 240) -> tuple[int, str, str]:
+    out, err = process.communicate(timeout=seconds)
+    return process.returncode, out, err
+
+
+def _stop_all(runtime: Path) -> list[warm.Warm]:
+    saved = os.environ.get("XDG_RUNTIME_DIR")
+    os.environ["XDG_RUNTIME_DIR"] = str(runtime)
+    try:
+        return warm.stop()
+    finally:
+        if saved is None:
+            os.environ.pop("XDG_RUNTIME_DIR")
+        else:
+            os.environ["XDG_RUNTIME_DIR"] = saved
+
+
+def _serving(runtime: Path, seconds: float = 180) -> Path:
+    """The socket of the one warm process started in ``runtime``, once it takes commands."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        sockets = list(runtime.glob("ifsynth-warm-*/*.sock"))
+        if sockets:
+            return sockets[0]
+        time.sleep(0.1)
+    raise AssertionError("no warm process took commands in time: " + _log(runtime))
+
+
+def _log(runtime: Path) -> str:
+    return "".join(p.read_text() for p in runtime.glob("ifsynth-warm-*/*.log"))
+
+
+def _wait_gone(pid: int, seconds: float = 30) -> bool:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if not Path(f"/proc/{pid}").exists() or "Z" in _state(pid):
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def _state(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return "gone"
+
+
+def _run_args(warehouse: Path, base_url: str, *extra: str) -> list[str]:
+    return ["--warehouse", str(warehouse), "run", "instructir", "--seeds", "demo", "--base-url", base_url,
+            "--model", "m", "--json", *extra]  # fmt: skip
+
+
+def _decided(funnel: dict[str, Any]) -> list[dict[str, Any]]:
+    """A funnel's stages without where their answers came from."""
+    return [{k: v for k, v in stage.items() if k not in ("cached", "sent")} for stage in funnel["stages"]]
+
+
+def _primed(runtime: Path, warehouse: Path, fake: FakeOpenAI) -> tuple[int, dict[str, Any]]:
+    """A first run, which runs by itself and starts the warm process; the process's pid and the run's funnel."""
+    code, out, err = finished(ifsynth(runtime, *_run_args(warehouse, fake.base_url)))
+    assert code == 0, err
+    started = STARTED.search(err)
+    assert started, err
+    _serving(runtime)
+    return int(started.group(1)), json.loads(out)
+
+
+def test_a_later_run_is_forked_from_the_warm_process_and_says_writes_and_exits_as_it_would_alone(
+    runtime: Path, tmp_path: Path, fake: FakeOpenAI
+) -> None:
+    pid, first = _primed(runtime, tmp_path / "a.duckdb", fake)
+    sent = fake.stats()["requests"]
+
+    code, out, err = finished(ifsynth(runtime, *_run_args(tmp_path / "a.duckdb", fake.base_url)))
+    assert code == 0, err
+    assert "started a warm" not in err
+    forked = re.findall(r"command (\d+) ended: exit 0", _log(runtime))
+    assert len(forked) == 1, _log(runtime)
+    again = json.loads(out)
+    assert again["llm_calls"]["sent"] == 0 and again["llm_calls"]["cached"] == first["llm_calls"]["sent"]
+    assert _decided(again) == _decided(first)
+    assert fake.stats()["requests"] == sent
+    assert "select:" in err  # the run's progress reached this command's standard error
+
+    # the same command by itself says the same
+    code, alone, _ = finished(ifsynth(runtime, *_run_args(tmp_path / "a.duckdb", fake.base_url), IFSYNTH_WARM="0"))
+    assert code == 0
+    assert json.loads(alone)["stages"] == again["stages"]
+    assert _state(pid) not in ("gone", "Z")  # the warm process goes on, for the next command
+
+    # a failing command exits and says through it as it would alone
+    bad = [*_run_args(tmp_path / "a.duckdb", fake.base_url), "--set", "instructions_per_query=zero"]
+    through = finished(ifsynth(runtime, *bad))
+    alone_bad = finished(ifsynth(runtime, *bad, IFSYNTH_WARM="0"))
+    assert through[0] == alone_bad[0] == 2
+    assert through[2] == alone_bad[2]
+    assert through[2].startswith("error: setting `instructions_per_query`: Input should be a valid integer")
+    assert through[2].count("\n") == 1
+    assert re.search(r"command \d+ ended: exit 2", _log(runtime))
+
+
+def test_ctrl_c_and_kill_reach_the_run_the_warm_process_forked(
+    runtime: Path, tmp_path: Path, make_fake: Callable[..., FakeOpenAI]
+) -> None:
+    _primed(runtime, tmp_path / "a.duckdb", make_fake())
+    slow = make_fake(latency=30.0)  # no run of it ends by itself while the test waits
+
+    command = ifsynth(runtime, *_run_args(tmp_path / "b.duckdb", slow.base_url))
+    child = _forked_child(runtime, slow, after=0)
+    command.send_signal(signal.SIGINT)
+    code, _, err = finished(command, 60)
+    assert code == 128 + signal.SIGINT, err
+    assert "interrupted; run the same command again" in err
+    runs = subprocess.run(
+        [sys.executable, "-m", "ifsynth.flows.cli", "--warehouse", str(tmp_path / "b.duckdb"), "runs", "--json"],
+        capture_output=True, text=True, env=_env(runtime), cwd=REPO, check=True,
+    )  # fmt: skip
+    assert json.loads(runs.stdout)[0]["status"] == "interrupted"
+    assert _wait_gone(child)
+
+    # a command killed outright (its signals cannot be passed on) takes its run with it
+    command = ifsynth(runtime, *_run_args(tmp_path / "c.duckdb", slow.base_url))
+    child = _forked_child(runtime, slow, after=1)
+    command.kill()
+    command.wait()
+    assert _wait_gone(child), f"the run {child} outlived its killed command"
+    assert "lost its caller: killed" in _log(runtime)
+
+
+def _forked_child(runtime: Path, fake: FakeOpenAI, after: int) -> int:
+    """The pid of the warm process's child after the ``after`` first, once its run has sent a request."""
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        started = re.findall(r"command (\d+) started", _log(runtime))
+        if len(started) > after and fake.stats()["requests"] > 0:
+            return int(started[after])
+        time.sleep(0.1)
+    raise AssertionError("the run did not start: " + _log(runtime))
+
+
+def test_a_command_of_another_environment_runs_alone_and_replaces_the_warm_process(
+    runtime: Path, tmp_path: Path, fake: FakeOpenAI
+) -> None:
+    old, _ = _primed(runtime, tmp_path / "a.duckdb", fake)
+    code, _, err = finished(ifsynth(runtime, *_run_args(tmp_path / "a.duckdb", fake.base_url), SOME_SETTING="x"))
+    assert code == 0, err
+    new = STARTED.search(err)
+    assert new and int(new.group(1)) != old, err
+    assert _wait_gone(old), "the replaced warm process is still there"
+    _serving(runtime)
+    assert [w.pid for w in _running(runtime)] == [int(new.group(1))]
+
+
+def _running(runtime: Path) -> list[warm.Warm]:
+    saved = os.environ.get("XDG_RUNTIME_DIR")
+    os.environ["XDG_RUNTIME_DIR"] = str(runtime)
+    try:
+        return warm.running()
+    finally:
+        if saved is None:
+            os.environ.pop("XDG_RUNTIME_DIR")
+        else:
+            os.environ["XDG_RUNTIME_DIR"] = saved
+
+
+def test_it_stops_when_idle_and_on_warm_stop(runtime: Path, tmp_path: Path, fake: FakeOpenAI) -> None:
+    pid, _ = _primed(runtime, tmp_path / "a.duckdb", fake)
+    said = subprocess.run(
+        [sys.executable, "-m", "ifsynth.flows.cli", "warm", "--stop"],
+        capture_output=True, text=True, env=_env(runtime), cwd=REPO, check=True,
+    )  # fmt: skip
+    assert f"stopping {pid}: runs in {REPO}" in said.stdout
+    assert _wait_gone(pid)
+    assert not list(runtime.glob("ifsynth-warm-*/*.sock"))
+
+    code, _, err = finished(ifsynth(runtime, *_run_args(tmp_path / "a.duckdb", fake.base_url), IFSYNTH_WARM_IDLE="1"))
+    assert code == 0, err
+    idle = STARTED.search(err)
+    assert idle
+    assert _wait_gone(int(idle.group(1)), 120), "an idle warm process stayed"
+    assert "retired (idle)" in _log(runtime)
+    listed = subprocess.run(
+        [sys.executable, "-m", "ifsynth.flows.cli", "warm"],
+        capture_output=True, text=True, env=_env(runtime), cwd=REPO, check=True,
+    )  # fmt: skip
+    assert listed.stdout.strip() == "no warm process runs"
+
+
+@pytest.mark.parametrize(
+    ("args", "env", "wanted"),
+    [
+        (["run", "instructir"], {}, True),
+        (["--warehouse", "w.duckdb", "--memory-limit", "1GB", "run", "x"], {}, True),
+        (["--warehouse=w.duckdb", "run"], {}, True),
+        (["--debug", "run", "x"], {}, False),  # --debug sets Prefect's logging before its import
+        (["runs"], {}, False),
+        (["--warehouse", "run"], {}, False),  # `run` is the warehouse's name here
+        (["run", "x"], {"IFSYNTH_WARM": "0"}, False),
+        (["run", "x"], {"IFSYNTH_WARM": "off"}, False),
+    ],
+)
+def test_which_commands_it_serves(
+    args: list[str], env: dict[str, str], wanted: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("IFSYNTH_WARM", env.get("IFSYNTH_WARM", "1"))
+    assert warm._wanted(args) is wanted
+
+
+def test_the_key_follows_what_a_process_loads(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("PREFECT_API_URL", raising=False)
+    key = warm._request()["key"]
+    monkeypatch.setenv("_", "/usr/bin/anything")  # a shell's bookkeeping: the same process would load
+    assert warm._request()["key"] == key
+    monkeypatch.setenv("PREFECT_API_URL", "http://elsewhere/api")
+    assert warm._request()["key"] != key
+    monkeypatch.delenv("PREFECT_API_URL")
+    assert warm._request()["key"] == key
+    (tmp_path / "prefect.toml").write_text("[logging]\nlevel = 'DEBUG'\n")  # Prefect reads it at its import
+    assert warm._request()["key"] != key
