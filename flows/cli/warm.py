@@ -240,8 +240,10 @@ def _through(place: Place, request: dict[str, Any]) -> int | None:
         pid = int(reply["pid"])
         _forward_signals(pid)
         reply = _reply(replies)
-    if reply is None:
-        sys.stderr.write(f"error: the warm ifsynth process stopped before this command's end (its process {pid})\n")
+    if reply is None:  # the warm process was killed: the command's own end is waited for, its status unknown
+        while _exists(pid):
+            time.sleep(0.1)
+        sys.stderr.write(f"error: the warm ifsynth process was stopped while it ran this command (process {pid})\n")
         return EXIT_LOST
     code = int(reply["exit"])
     if code < 0:  # the command died of a signal: so does this process, for whoever waits on it
@@ -249,6 +251,16 @@ def _through(place: Place, request: dict[str, Any]) -> int | None:
         os.kill(os.getpid(), -code)
         return 128 - code
     return code
+
+
+def _exists(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def _reply(replies: Any) -> dict[str, Any] | None:
@@ -618,11 +630,7 @@ def _alive(pid: int) -> bool:
     """Whether ``pid`` is a warm process (a record outlives a process killed with SIGKILL, and its pid may
     since be another program's)."""
     if not Path("/proc/self").exists():  # no /proc: the record is taken at its word
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            return False
-        return True
+        return _exists(pid)
     try:
         return MODULE.encode() in Path(f"/proc/{pid}/cmdline").read_bytes()
     except OSError:

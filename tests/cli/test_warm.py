@@ -163,8 +163,9 @@ def test_ctrl_c_and_kill_reach_the_run_the_warm_process_forked(
     _primed(runtime, tmp_path / "a.duckdb", make_fake())
     slow = make_fake(latency=30.0)  # no run of it ends by itself while the test waits
 
+    sent = slow.stats()["requests"]
     command = ifsynth(runtime, *_run_args(tmp_path / "b.duckdb", slow.base_url))
-    child = _forked_child(runtime, slow, after=0)
+    child = _forked_child(runtime, slow, after=0, sent=sent)
     command.send_signal(signal.SIGINT)
     code, _, err = finished(command, 60)
     assert code == 128 + signal.SIGINT, err
@@ -177,20 +178,36 @@ def test_ctrl_c_and_kill_reach_the_run_the_warm_process_forked(
     assert _wait_gone(child)
 
     # a command killed outright (its signals cannot be passed on) takes its run with it
+    sent = slow.stats()["requests"]
     command = ifsynth(runtime, *_run_args(tmp_path / "c.duckdb", slow.base_url))
-    child = _forked_child(runtime, slow, after=1)
+    child = _forked_child(runtime, slow, after=1, sent=sent)
     command.kill()
     command.wait()
     assert _wait_gone(child), f"the run {child} outlived its killed command"
     assert "lost its caller: killed" in _log(runtime)
 
+    # the warm process killed outright: the command still reaches its run, and waits for its end
+    sent = slow.stats()["requests"]
+    command = ifsynth(runtime, *_run_args(tmp_path / "d.duckdb", slow.base_url))
+    child = _forked_child(runtime, slow, after=2, sent=sent)
+    (server,) = _running(runtime)
+    os.kill(server.pid, signal.SIGKILL)
+    assert _wait_gone(server.pid)
+    assert command.poll() is None  # its run goes on
+    command.send_signal(signal.SIGINT)
+    code, _, err = finished(command, 60)
+    assert code == warm.EXIT_LOST
+    assert "interrupted; run the same command again" in err  # the run's own last line, then the command's
+    assert err.rstrip().endswith(f"the warm ifsynth process was stopped while it ran this command (process {child})")
 
-def _forked_child(runtime: Path, fake: FakeOpenAI, after: int) -> int:
-    """The pid of the warm process's child after the ``after`` first, once its run has sent a request."""
+
+def _forked_child(runtime: Path, fake: FakeOpenAI, after: int, sent: int) -> int:
+    """The pid of the warm process's child after the ``after`` first, once its run has sent a request (the
+    fake had answered ``sent`` before)."""
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
         started = re.findall(r"command (\d+) started", _log(runtime))
-        if len(started) > after and fake.stats()["requests"] > 0:
+        if len(started) > after and fake.stats()["requests"] > sent:
             return int(started[after])
         time.sleep(0.1)
     raise AssertionError("the run did not start: " + _log(runtime))
