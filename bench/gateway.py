@@ -9,11 +9,17 @@ The defaults are a realistic operating point: 640 requests a second, above the l
 
 ``--prior-calls N`` first fills the warehouse with N answered calls of earlier runs, as a warehouse that has
 served many runs holds: every cache lookup then searches them.
+
+``--bare`` sends the same requests with aiohttp alone (no SDK, no cache, no warehouse, one connection per
+place): what any client reaches against this server, at this operating point, on this machine. The
+gateway's efficiency is read against it.
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
+import json
 import statistics
 import tempfile
 import time
@@ -85,6 +91,41 @@ def _timed(config: RunConfig, batch: list[Ask], path: Path, tune_gc: bool) -> tu
         return time.perf_counter() - started, ok, time.process_time() - cpu
 
 
+def bare(base_url: str, n: int, concurrency: int, salt: str) -> tuple[float, int, float]:
+    """The same requests (a judge's structured output, a prompt each of its own) with plain aiohttp."""
+    import aiohttp
+
+    schema = RelevanceJudgement.model_json_schema()
+    bodies = [
+        json.dumps(
+            {
+                "model": "gpt-4o-mini",
+                "messages": [{"role": "user", "content": f"judge passage {salt}-{i}"}],
+                "response_format": {"type": "json_schema", "json_schema": {"name": "answer", "schema": schema}},
+                "max_tokens": 64,
+            }
+        ).encode()
+        for i in range(n)
+    ]
+    headers = {"content-type": "application/json", "authorization": "Bearer bench"}
+
+    async def go() -> int:
+        places = asyncio.Semaphore(concurrency)
+        connector = aiohttp.TCPConnector(limit=concurrency)
+        async with aiohttp.ClientSession(base_url.rstrip("/") + "/", connector=connector) as session:
+
+            async def one(body: bytes) -> bool:
+                async with places, session.post("chat/completions", data=body, headers=headers) as response:
+                    await response.read()
+                    return response.status == 200
+
+            return sum(await asyncio.gather(*(one(body) for body in bodies)))
+
+    started, cpu = time.perf_counter(), time.process_time()
+    ok = asyncio.run(go())
+    return time.perf_counter() - started, ok, time.process_time() - cpu
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(prog="python -m bench.gateway", description=__doc__.split("\n\n")[0])
     parser.add_argument("--n", type=int, default=5000)
@@ -93,15 +134,19 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3, help="runs; the median is reported")
     parser.add_argument("--prior-calls", type=int, default=0, help="answered calls already in the warehouse")
     parser.add_argument("--gc-default", action="store_true", help="the garbage collector's own settings")
+    parser.add_argument("--bare", action="store_true", help="the same requests with aiohttp alone")
     args = parser.parse_args()
     ideal = args.n * args.latency / args.concurrency
     walls, cpus = [], []
     with fake_server("--latency", str(args.latency)) as base_url:
         for run in range(args.repeat):
             salt = f"r{run}-{time.time_ns()}"
-            wall, ok, cpu = once(
-                base_url, args.n, args.concurrency, salt, args.prior_calls, tune_gc=not args.gc_default
-            )
+            if args.bare:
+                wall, ok, cpu = bare(base_url, args.n, args.concurrency, salt)
+            else:
+                wall, ok, cpu = once(
+                    base_url, args.n, args.concurrency, salt, args.prior_calls, tune_gc=not args.gc_default
+                )
             if ok != args.n:
                 raise SystemExit(f"only {ok} of {args.n} requests answered")
             walls.append(wall)
@@ -110,6 +155,7 @@ def main() -> None:
     emit(
         {
             "bench": "gateway",
+            "client": "aiohttp alone" if args.bare else "ifsynth's gateway",
             "n": args.n,
             "latency": args.latency,
             "concurrency": args.concurrency,
