@@ -49,15 +49,19 @@ SOCKET_PATH_MAX = 100
 def script() -> NoReturn:
     """``ifsynth``: a run through the warm process when one serves this command, else as a process of its own
     (starting a warm process for the next run)."""
-    args = sys.argv[1:]
-    if _wanted(args):
-        place = Place.here()
-        if place is not None:
-            request = _request()
-            code = _through(place, request)
-            if code is not None:
-                os._exit(code)
-            place.start(request["key"])
+    if _wanted(sys.argv[1:]):
+        try:
+            place = Place.here()
+            if place is not None:
+                request = _request()
+                code = _through(place, request)
+                if code is not None:
+                    os._exit(code)
+                place.start(request["key"])
+        except OSError:  # a folder gone or unwritable, a socket refused midway: the command runs by itself
+            pass
+        except KeyboardInterrupt:  # Ctrl-C before the run began (once it has, Ctrl-C is the run's)
+            os._exit(128 + signal.SIGINT)
     from ifsynth.flows.cli.app import script as cold
 
     cold()
@@ -236,16 +240,19 @@ def _through(place: Place, request: dict[str, Any]) -> int | None:
         replies = connection.makefile("rb")
         reply = _reply(replies)
         if reply is None or "pid" not in reply:
-            return None
+            return None  # nothing was started: the command runs by itself
         pid = int(reply["pid"])
         _forward_signals(pid)
-        reply = _reply(replies)
+        try:
+            reply = _reply(replies)
+        except OSError:
+            reply = None
     if reply is None:  # the warm process was killed: the command's own end is waited for, its status unknown
         while _exists(pid):
             time.sleep(0.1)
         sys.stderr.write(f"error: the warm ifsynth process was stopped while it ran this command (process {pid})\n")
         return EXIT_LOST
-    code = int(reply["exit"])
+    code = int(reply.get("exit", EXIT_LOST))
     if code < 0:  # the command died of a signal: so does this process, for whoever waits on it
         signal.signal(-code, signal.SIG_DFL)
         os.kill(os.getpid(), -code)
@@ -264,8 +271,13 @@ def _exists(pid: int) -> bool:
 
 
 def _reply(replies: Any) -> dict[str, Any] | None:
+    """The warm process's next line; None at its end, or for a line it would never write."""
     line = replies.readline()
-    return json.loads(line) if line else None
+    try:
+        reply = json.loads(line) if line else None
+    except ValueError:
+        return None
+    return reply if isinstance(reply, dict) else None
 
 
 def _forward_signals(pid: int) -> None:
