@@ -25,6 +25,7 @@ import contextlib
 import fcntl
 import hashlib
 import json
+import math
 import os
 import signal
 import socket
@@ -38,11 +39,17 @@ from typing import Any, NoReturn
 
 IDLE_SECONDS = 1800.0
 FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1, signal.SIGUSR2)
-VOLATILE = frozenset({"_", "PWD", "OLDPWD", "SHLVL"})  # a shell's bookkeeping, which no module reads
+# A shell's and a terminal's bookkeeping, which no module reads as it loads (the run still gets them): two
+# terminals in one folder differ in these, and would otherwise replace each other's warm process.
+VOLATILE = frozenset(
+    {"_", "PWD", "OLDPWD", "SHLVL", "SSH_CONNECTION", "SSH_CLIENT", "SSH_TTY", "TMUX_PANE", "WINDOWID", "STY",
+     "WINDOW", "TERM_SESSION_ID", "ITERM_SESSION_ID", "GPG_TTY"}
+)  # fmt: skip
 GLOBAL_VALUED = ("--warehouse", "--memory-limit")  # the options before the command that take a value
 SOURCES = ("flows", "prompts", "schemas", "warehouse")  # ifsynth's folders, as installed
 MODULE = "ifsynth.flows.cli.warm"
 EXIT_LOST = 70  # the warm process went away before the command's end
+REPLY_SECONDS = 10.0  # a warm process forks within milliseconds of a request; one that does not is hung
 SOCKET_PATH_MAX = 100
 
 
@@ -54,12 +61,12 @@ def script() -> NoReturn:
             place = Place.here()
             if place is not None:
                 request = _request()
-                code = _through(place, request)
-                if code is not None:
-                    os._exit(code)
+                pid = _started(place, request)
+                if pid is not None:
+                    os._exit(_outcome(*pid))  # the run began: whatever follows, it is not run again here
                 place.start(request["key"])
-        except OSError:  # a folder gone or unwritable, a socket refused midway: the command runs by itself
-            pass
+        except OSError:  # before the run began (a folder gone or unwritable, a socket refused midway, a warm
+            pass  # process that does not answer): the command runs by itself
         except KeyboardInterrupt:  # Ctrl-C before the run began (once it has, Ctrl-C is the run's)
             os._exit(128 + signal.SIGINT)
     from ifsynth.flows.cli.app import script as cold
@@ -79,19 +86,33 @@ def _wanted(args: list[str]) -> bool:
             os.fstat(fd)
     except OSError:
         return False
+    if not _plain_interpreter():
+        return False
     index = 0
     while index < len(args) and args[index].split("=", 1)[0] in GLOBAL_VALUED:
         index += 1 if "=" in args[index] else 2
     return args[index : index + 1] == ["run"]
 
 
+def _plain_interpreter() -> bool:
+    """Whether Python runs with its default flags, as the warm process does: -O, -X, -W, -I, -S and the
+    like change what a process loads or how it behaves, and such a command runs by itself."""
+    flags = sys.flags
+    changed = (flags.optimize, flags.dev_mode, flags.verbose, flags.bytes_warning, flags.inspect, flags.isolated,
+               flags.no_site, flags.ignore_environment, flags.debug, sys.warnoptions, sys._xoptions)  # fmt: skip
+    return not any(changed)  # -u is handed over with the streams
+
+
 def idle_seconds() -> float:
     value = os.environ.get("IFSYNTH_WARM_IDLE", "")
     try:
-        return float(value) if value.strip() else IDLE_SECONDS
+        seconds = float(value) if value.strip() else IDLE_SECONDS
     except ValueError:
-        sys.stderr.write("error: IFSYNTH_WARM_IDLE is a number of seconds\n")
+        seconds = math.nan
+    if not (0 < seconds < math.inf):
+        sys.stderr.write("error: IFSYNTH_WARM_IDLE is a number of seconds above 0\n")
         os._exit(2)
+    return seconds
 
 
 @dataclass(frozen=True)
@@ -106,6 +127,12 @@ class Place:
         user made it first, or it is a link): nobody else may reach a warm process, which runs what it is sent."""
         base = Path(os.environ.get("XDG_RUNTIME_DIR") or os.environ.get("TMPDIR") or "/tmp")
         folder = base / f"ifsynth-warm-{os.getuid()}"
+        try:
+            shared = os.stat(base).st_mode
+        except OSError:
+            return None
+        if shared & stat.S_IWOTH and not shared & stat.S_ISVTX:
+            return None  # anyone could move the folder aside and put their own in its place
         try:
             folder.mkdir(mode=0o700)
         except FileExistsError:
@@ -175,8 +202,12 @@ def _request() -> dict[str, Any]:
         "files": _stamps(cwd, env),
     }
     key = hashlib.sha256(json.dumps(loaded, sort_keys=True).encode()).hexdigest()
-    streams = [[s.encoding, s.errors, s.line_buffering] if s else None for s in (sys.stdin, sys.stdout, sys.stderr)]
+    streams = [_settings(stream) for stream in (sys.stdin, sys.stdout, sys.stderr)]
+    ignored = [int(n) for n in signal.valid_signals() if _ignored(n)]
+    main = sys.modules.get("__main__")
     return {
+        "ignored": ignored,  # nohup's SIGHUP, say: the run ignores them too
+        "main_package": getattr(main, "__package__", None),  # how click names the program in its help
         "key": key,
         "argv": sys.argv,
         "env": env,
@@ -185,6 +216,20 @@ def _request() -> dict[str, Any]:
         "path": sys.path,
         "streams": streams,
     }
+
+
+def _settings(stream: Any) -> list[Any] | None:
+    """A standard stream's text settings, for the child's own stream on the same descriptor."""
+    if not hasattr(stream, "reconfigure"):  # None, or replaced by a caller's own object
+        return None
+    return [stream.encoding, stream.errors, stream.line_buffering, stream.write_through]
+
+
+def _ignored(signum: int) -> bool:
+    try:
+        return signal.getsignal(signum) is signal.SIG_IGN
+    except (OSError, ValueError):
+        return False
 
 
 def _umask() -> int:
@@ -197,8 +242,15 @@ def _limits() -> list[Any]:
     import resource
 
     limits = [resource.getrlimit(getattr(resource, name)) for name in dir(resource) if name.startswith("RLIMIT_")]
-    cgroup = Path("/proc/self/cgroup")
-    return [limits, os.getpriority(os.PRIO_PROCESS, 0), cgroup.read_text() if cgroup.exists() else None]
+    placed: list[Any] = [os.getpriority(os.PRIO_PROCESS, 0)]
+    if hasattr(os, "sched_getaffinity"):  # taskset, a scheduler's policy
+        placed += [sorted(os.sched_getaffinity(0)), os.sched_getscheduler(0)]
+    proc = Path("/proc/self")
+    if proc.exists():  # cgroup (memory and CPU limits), OOM score, namespaces (unshare)
+        placed += [(proc / "cgroup").read_text(), (proc / "oom_score_adj").read_text()]
+        with contextlib.suppress(OSError):
+            placed += sorted(os.readlink(entry) for entry in (proc / "ns").iterdir())
+    return [limits, placed]
 
 
 def _stamps(cwd: str, env: dict[str, str]) -> list[Any]:
@@ -225,54 +277,87 @@ def _stamp(path: str | Path) -> list[Any]:
     return [str(path), found.st_mtime_ns, found.st_size]
 
 
-def _through(place: Place, request: dict[str, Any]) -> int | None:
-    """The exit code of the command as the warm process ran it; None when none serves this command's key
-    (none runs, or it runs for another key and now retires), and the command is to run itself."""
+def _started(place: Place, request: dict[str, Any]) -> tuple[int, socket.socket] | None:
+    """The pid of the run the warm process forked for this command, and the connection its end comes by;
+    None when none serves this command's key (none runs, or it runs for another key and now retires): the
+    command then runs by itself. An error here is raised before any run began."""
     connection = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
         connection.connect(str(place.file(".sock")))
-    except OSError:
+    except OSError:  # none serves here: one is started
         connection.close()
         return None
-    with connection:
+    try:
+        if not _same_user(connection):
+            raise ConnectionRefusedError("the warm process's socket is not this user's")
         data = json.dumps(request).encode()
         socket.send_fds(connection, [struct.pack("!I", len(data)) + data], [0, 1, 2])
-        replies = connection.makefile("rb")
-        reply = _reply(replies)
-        if reply is None or "pid" not in reply:
-            return None  # nothing was started: the command runs by itself
-        pid = int(reply["pid"])
+        connection.settimeout(REPLY_SECONDS)  # a warm process that hangs is left for a run by itself
+        reply = _reply(connection)
+    except BaseException:
+        connection.close()
+        raise
+    if reply is None or "pid" not in reply:
+        connection.close()
+        return None
+    connection.settimeout(None)
+    return int(reply["pid"]), connection
+
+
+def _outcome(pid: int, connection: socket.socket) -> int:
+    """Wait for the run's end, passing this process's signals on; its exit status, or death by its signal."""
+    with connection:
         _forward_signals(pid)
         try:
-            reply = _reply(replies)
+            reply = _reply(connection)
         except OSError:
             reply = None
-    if reply is None:  # the warm process was killed: the command's own end is waited for, its status unknown
+    if reply is None:  # the warm process was killed: the run's own end is waited for, its status unknown
         while _exists(pid):
             time.sleep(0.1)
-        sys.stderr.write(f"error: the warm ifsynth process was stopped while it ran this command (process {pid})\n")
+        with contextlib.suppress(OSError):
+            sys.stderr.write(f"error: the warm ifsynth process was stopped while it ran this command (process {pid})\n")
         return EXIT_LOST
     code = int(reply.get("exit", EXIT_LOST))
-    if code < 0:  # the command died of a signal: so does this process, for whoever waits on it
-        signal.signal(-code, signal.SIG_DFL)
+    if code < 0:  # the run died of a signal: so does this process, for whoever waits on it
+        with contextlib.suppress(OSError, ValueError):  # SIGKILL's and SIGSTOP's handlers cannot be set
+            signal.signal(-code, signal.SIG_DFL)
         os.kill(os.getpid(), -code)
         return 128 - code
     return code
 
 
+def _same_user(connection: socket.socket) -> bool:
+    """Whether the process at the other end of ``connection`` is this user's, where the system says."""
+    option = getattr(socket, "SO_PEERCRED", None)
+    if option is None:
+        return True  # the folder, this user's alone, is then the only guard
+    _, uid, _ = struct.unpack("3i", connection.getsockopt(socket.SOL_SOCKET, option, struct.calcsize("3i")))
+    return bool(uid == os.getuid())
+
+
 def _exists(pid: int) -> bool:
+    """Whether ``pid`` runs (a zombie whose parent died does not: under an init that never reaps, it stays)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
     except PermissionError:
         return True
-    return True
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return True
 
 
-def _reply(replies: Any) -> dict[str, Any] | None:
+def _reply(connection: socket.socket) -> dict[str, Any] | None:
     """The warm process's next line; None at its end, or for a line it would never write."""
-    line = replies.readline()
+    line = b""
+    while not line.endswith(b"\n"):
+        chunk = connection.recv(1)  # one line at a time, and nothing read past it
+        if not chunk:
+            return None
+        line += chunk
     try:
         reply = json.loads(line) if line else None
     except ValueError:
@@ -290,7 +375,7 @@ def _forward_signals(pid: int) -> None:
 
     def suspend(_signum: int, _frame: object) -> None:
         with contextlib.suppress(ProcessLookupError):
-            os.killpg(pid, signal.SIGSTOP)
+            os.killpg(pid, signal.SIGTSTP)
         signal.signal(signal.SIGTSTP, signal.SIG_DFL)
         os.kill(os.getpid(), signal.SIGTSTP)
 
@@ -300,8 +385,10 @@ def _forward_signals(pid: int) -> None:
         signal.signal(signal.SIGTSTP, suspend)
 
     for signum in FORWARDED:
-        signal.signal(signum, forward)
-    signal.signal(signal.SIGTSTP, suspend)
+        if signal.getsignal(signum) is not signal.SIG_IGN:  # nohup's SIGHUP, say: the run ignores it too
+            signal.signal(signum, forward)
+    if signal.getsignal(signal.SIGTSTP) is not signal.SIG_IGN:
+        signal.signal(signal.SIGTSTP, suspend)
     signal.signal(signal.SIGCONT, resume)
 
 
@@ -319,6 +406,8 @@ def serve(argv: list[str]) -> None:
         return
     with contextlib.suppress(OSError):
         os.ftruncate(2, 0)  # the log (this process's standard error) is this process's alone
+    for signum in (*FORWARDED, signal.SIGTSTP):  # not the starting command's (nohup's SIGHUP ignored, say)
+        signal.signal(signum, signal.default_int_handler if signum == signal.SIGINT else signal.SIG_DFL)
     try:
         _preload()
         server = Server(place, key, idle, lock)
@@ -453,18 +542,30 @@ class Server:
                     self._lost(event.data)
 
     def _accept(self) -> None:
+        """Take one command: fork its run, or, for another key, retire. Whatever goes wrong with one command
+        (a malformed request, a caller gone, a fork refused) is that command's alone: it gets no pid and runs
+        by itself, and this process goes on."""
         assert self.listener is not None
         try:
             connection, _ = self.listener.accept()
         except OSError:
             return
-        connection.settimeout(5)
+        fds: list[int] = []
         try:
+            connection.settimeout(5)
+            if not _same_user(connection):
+                raise PermissionError("a command of another user")
             request, fds = _receive(connection)
-        except (OSError, ValueError, KeyError):
+            self._fork(connection, request, fds)
+        except Exception as exc:
+            _log(f"a command refused: {type(exc).__name__}: {exc}")
+            for fd in fds:
+                with contextlib.suppress(OSError):
+                    os.close(fd)
             connection.close()
-            return
-        if request["key"] != self.key:
+
+    def _fork(self, connection: socket.socket, request: dict[str, Any], fds: list[int]) -> None:
+        if request.get("key") != self.key:
             for fd in fds:
                 os.close(fd)
             # before the answer: the command then starts the warm process of its own key
@@ -473,20 +574,28 @@ class Server:
                 connection.sendall(b'{"stale": true}\n')
             connection.close()
             return
+        connection.setblocking(False)
+        try:  # a caller gone already (killed as it waited) gets no run: nobody would wait for it
+            if connection.recv(1, socket.MSG_PEEK) == b"":
+                raise ConnectionAbortedError("the command left before its run began")
+        except BlockingIOError:
+            pass
         sys.stdout.flush()
         sys.stderr.flush()
         pid = os.fork()
         if pid == 0:
             self._become(request, fds, connection)
+        with contextlib.suppress(OSError):  # here as in the child: a signal to the group never misses it
+            os.setpgid(pid, pid)
         for fd in fds:
             os.close(fd)
+        fds.clear()
         self.last = time.monotonic()
         _log(f"command {pid} started")
-        try:
+        try:  # a line of a few bytes: the socket's buffer takes it at once
             connection.sendall(json.dumps({"pid": pid}).encode() + b"\n")
         except OSError:
             _kill_group(pid)
-        connection.setblocking(False)
         self.children[pid] = connection
         import selectors
 
@@ -499,6 +608,11 @@ class Server:
             for signum in (signal.SIGCHLD, signal.SIGTERM):
                 signal.signal(signum, signal.SIG_DFL)
             signal.signal(signal.SIGINT, signal.default_int_handler)
+            for signum in request.get("ignored", ()):  # as the command ignored them (nohup)
+                with contextlib.suppress(OSError, ValueError):
+                    signal.signal(signum, signal.SIG_IGN)
+            main = sys.modules["__main__"]  # click names the program from it, in its help
+            main.__package__ = request.get("main_package")
             self.selector.close()
             for held in [self.listener, connection, *self.children.values()]:
                 if held is not None:
@@ -520,9 +634,9 @@ class Server:
             # own files (a log: seekable, not a terminal), which the objects remember
             for fd, name, settings in zip((0, 1, 2), ("stdin", "stdout", "stderr"), request["streams"], strict=True):
                 if settings is not None:
-                    encoding, errors, line_buffering = settings
+                    encoding, errors, line_buffering, write_through = settings
                     stream = open(fd, "r" if fd == 0 else "w", encoding=encoding, errors=errors, closefd=False)  # noqa: SIM115
-                    stream.reconfigure(line_buffering=line_buffering)
+                    stream.reconfigure(line_buffering=line_buffering, write_through=write_through)
                     setattr(sys, name, stream)
                     setattr(sys, f"__{name}__", stream)
             from ifsynth.flows.cli.app import script as cold
@@ -562,9 +676,13 @@ class Server:
         with SIGKILL: its forwarding died with it). Its run goes the same way."""
         connection = self.children[pid]
         assert connection is not None
-        with contextlib.suppress(BlockingIOError):
+        try:
             if connection.recv(1):
                 return
+        except BlockingIOError:
+            return
+        except OSError:  # reset: gone all the same
+            pass
         self.selector.unregister(connection)
         connection.close()
         self.children[pid] = None
@@ -643,8 +761,8 @@ def _alive(pid: int) -> bool:
     since be another program's)."""
     if not Path("/proc/self").exists():  # no /proc: the record is taken at its word
         return _exists(pid)
-    try:
-        return MODULE.encode() in Path(f"/proc/{pid}/cmdline").read_bytes()
+    try:  # a warm process leads its session; the runs it forked, which share its command line, do not
+        return MODULE.encode() in Path(f"/proc/{pid}/cmdline").read_bytes() and os.getsid(pid) == pid
     except OSError:
         return False
 

@@ -8,6 +8,8 @@ import os
 import re
 import shutil
 import signal
+import socket
+import struct
 import subprocess
 import sys
 import tempfile
@@ -108,6 +110,12 @@ def _run_args(warehouse: Path, base_url: str, *extra: str) -> list[str]:
             "--model", "m", "--json", *extra]  # fmt: skip
 
 
+def _key_of(runtime: Path) -> str:
+    """The key the running warm process serves (its command line's second argument)."""
+    (server,) = _running(runtime)
+    return Path(f"/proc/{server.pid}/cmdline").read_bytes().split(b"\0")[-3].decode()
+
+
 def _decided(funnel: dict[str, Any]) -> list[dict[str, Any]]:
     """A funnel's stages without where their answers came from."""
     return [{k: v for k, v in stage.items() if k not in ("cached", "sent")} for stage in funnel["stages"]]
@@ -156,6 +164,20 @@ def test_a_later_run_is_forked_from_the_warm_process_and_says_writes_and_exits_a
     assert through[2].count("\n") == 1
     assert re.search(r"command \d+ ended: exit 2", _log(runtime))
 
+    # its help names the program as the command by itself does
+    helped = [finished(ifsynth(runtime, "run", "--help", **extra))[1] for extra in ({}, {"IFSYNTH_WARM": "0"})]
+    assert helped[0] == helped[1] and "python -m ifsynth.flows.cli run" in helped[0]
+
+    # a caller that leaves before its run began costs the warm process nothing
+    caller = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    caller.connect(str(_serving(runtime)))
+    data = json.dumps({**warm._request(), "key": _key_of(runtime)}).encode()
+    socket.send_fds(caller, [struct.pack("!I", len(data)) + data], [0, 1, 2])
+    caller.close()
+    code, out, err = finished(ifsynth(runtime, *_run_args(tmp_path / "a.duckdb", fake.base_url)))
+    assert code == 0 and "started a warm" not in err, err
+    assert _state(pid) not in ("gone", "Z")
+
 
 def test_ctrl_c_and_kill_reach_the_run_the_warm_process_forked(
     runtime: Path, tmp_path: Path, make_fake: Callable[..., FakeOpenAI]
@@ -186,10 +208,35 @@ def test_ctrl_c_and_kill_reach_the_run_the_warm_process_forked(
     assert _wait_gone(child), f"the run {child} outlived its killed command"
     assert "lost its caller: killed" in _log(runtime)
 
+    # a run killed outright (the OOM killer, say): its command dies of the same signal, and runs nothing again
+    sent = slow.stats()["requests"]
+    command = ifsynth(runtime, *_run_args(tmp_path / "e.duckdb", slow.base_url))
+    child = _forked_child(runtime, slow, after=2, sent=sent)
+    os.kill(child, signal.SIGKILL)
+    code, _, err = finished(command, 60)
+    assert code == -signal.SIGKILL, err
+    assert err.count("checking inputs") == 1
+
+    # a command that ignores hang-ups (nohup) has a run that ignores them too
+    sent = slow.stats()["requests"]
+    command = subprocess.Popen(
+        [sys.executable, "-m", "ifsynth.flows.cli", *_run_args(tmp_path / "f.duckdb", slow.base_url)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_env(runtime), cwd=REPO,
+        preexec_fn=lambda: signal.signal(signal.SIGHUP, signal.SIG_IGN),
+    )  # fmt: skip
+    child = _forked_child(runtime, slow, after=3, sent=sent)
+    ignored = int(re.search(r"SigIgn:\s+(\w+)", Path(f"/proc/{child}/status").read_text()).group(1), 16)  # type: ignore[union-attr]
+    assert ignored & (1 << (signal.SIGHUP - 1))
+    command.send_signal(signal.SIGHUP)
+    time.sleep(0.5)
+    assert command.poll() is None and _state(child) not in ("gone", "Z")
+    command.send_signal(signal.SIGINT)
+    assert finished(command, 60)[0] == 128 + signal.SIGINT
+
     # the warm process killed outright: the command still reaches its run, and waits for its end
     sent = slow.stats()["requests"]
     command = ifsynth(runtime, *_run_args(tmp_path / "d.duckdb", slow.base_url))
-    child = _forked_child(runtime, slow, after=2, sent=sent)
+    child = _forked_child(runtime, slow, after=4, sent=sent)
     (server,) = _running(runtime)
     os.kill(server.pid, signal.SIGKILL)
     assert _wait_gone(server.pid)
@@ -259,6 +306,13 @@ def test_it_stops_when_idle_and_on_warm_stop(runtime: Path, tmp_path: Path, fake
         capture_output=True, text=True, env=_env(runtime), cwd=REPO, check=True,
     )  # fmt: skip
     assert listed.stdout.strip() == "no warm process runs"
+
+
+@pytest.mark.parametrize("idle", ["nan", "inf", "-1", "0", "soon"])
+def test_an_idle_time_that_is_no_number_of_seconds_is_one_line(runtime: Path, idle: str) -> None:
+    code, _, err = finished(ifsynth(runtime, "run", "instructir", "--seeds", "nowhere:x", IFSYNTH_WARM_IDLE=idle))
+    assert (code, err) == (2, "error: IFSYNTH_WARM_IDLE is a number of seconds above 0\n")
+    assert not _running(runtime)
 
 
 @pytest.mark.parametrize(
