@@ -38,8 +38,8 @@ def compare(
             return time.perf_counter() - started
 
         first = [wall(at) for at in range(len(pythons))]
-        if warm:
-            serving(len(pythons))  # each checkout's warm process, which its first run started
+        if warm:  # each checkout's warm process, which its first run started (a checkout from before has none)
+            serving(sum((Path(python).absolute().parents[2] / "flows/cli/warm.py").exists() for python in pythons))
         reruns: list[list[float]] = [[] for _ in pythons]
         for turn in range(repeat):
             for at in range(len(pythons))[:: 1 if turn % 2 == 0 else -1]:
