@@ -3,6 +3,7 @@ user: the same output, exit status, warehouse; Ctrl-C and kill reach the run; an
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -63,10 +64,22 @@ def finished(process: subprocess.Popen[str], seconds: float = 240) -> tuple[int,
 
 
 def _stop_all(runtime: Path) -> list[warm.Warm]:
+    with _runtime_dir(runtime):
+        return warm.stop()
+
+
+def _running(runtime: Path) -> list[warm.Warm]:
+    with _runtime_dir(runtime):
+        return warm.running()
+
+
+@contextlib.contextmanager
+def _runtime_dir(runtime: Path) -> Iterator[None]:
+    """This process's view of the warm processes in ``runtime``, for the duration of the block."""
     saved = os.environ.get("XDG_RUNTIME_DIR")
     os.environ["XDG_RUNTIME_DIR"] = str(runtime)
     try:
-        return warm.stop()
+        yield
     finally:
         if saved is None:
             os.environ.pop("XDG_RUNTIME_DIR")
@@ -271,18 +284,6 @@ def test_a_command_of_another_environment_runs_alone_and_replaces_the_warm_proce
     assert _wait_gone(old), "the replaced warm process is still there"
     _serving(runtime)
     assert [w.pid for w in _running(runtime)] == [int(new.group(1))]
-
-
-def _running(runtime: Path) -> list[warm.Warm]:
-    saved = os.environ.get("XDG_RUNTIME_DIR")
-    os.environ["XDG_RUNTIME_DIR"] = str(runtime)
-    try:
-        return warm.running()
-    finally:
-        if saved is None:
-            os.environ.pop("XDG_RUNTIME_DIR")
-        else:
-            os.environ["XDG_RUNTIME_DIR"] = saved
 
 
 def test_it_stops_when_idle_and_on_warm_stop(runtime: Path, tmp_path: Path, fake: FakeOpenAI) -> None:
