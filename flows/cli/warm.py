@@ -109,7 +109,7 @@ def idle_seconds() -> float:
         seconds = float(value) if value.strip() else IDLE_SECONDS
     except ValueError:
         seconds = math.nan
-    if not (0 < seconds < math.inf):
+    if not (0 < seconds <= 2**31 / 1000):  # what a selector's wait takes
         sys.stderr.write("error: IFSYNTH_WARM_IDLE is a number of seconds above 0\n")
         os._exit(2)
     return seconds
@@ -282,6 +282,7 @@ def _started(place: Place, request: dict[str, Any]) -> tuple[int, socket.socket]
     None when none serves this command's key (none runs, or it runs for another key and now retires): the
     command then runs by itself. An error here is raised before any run began."""
     connection = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    connection.settimeout(REPLY_SECONDS)  # a warm process that hangs is left for a run by itself
     try:
         connection.connect(str(place.file(".sock")))
     except OSError:  # none serves here: one is started
@@ -538,7 +539,7 @@ class Server:
                     with contextlib.suppress(BlockingIOError):
                         os.read(wake_read, 512)
                     self._reap()
-                elif isinstance(event.data, int):  # a command's connection: it closed before its end
+                elif isinstance(event.data, int) and self.children.get(event.data) is not None:
                     self._lost(event.data)
 
     def _accept(self) -> None:
