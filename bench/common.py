@@ -62,29 +62,27 @@ FULL_VOLUME = ["query_length_percentiles=[0,100]", "passage_length_percentiles=[
 def prefect_home() -> str:
     """A Prefect home of this benchmark process's own: its commands share the local Prefect server kept there
     (as a user's commands do), never the user's, and it is stopped when the benchmark ends."""
-    home = tempfile.mkdtemp(prefix="ifsynth-bench-prefect-")
-    atexit.register(_stop_local_prefect, home)
-    return home
-
-
-def _stop_local_prefect(home: str) -> None:
-    stop = [sys.executable, "-m", "ifsynth.flows.cli", "prefect-server", "--stop"]
-    subprocess.run(stop, env={**os.environ, "PREFECT_HOME": home}, capture_output=True, check=False)
-    shutil.rmtree(home, ignore_errors=True)
+    return _own_folder("PREFECT_HOME", ("prefect-server", "--stop"), prefix="ifsynth-bench-prefect-")
 
 
 @functools.cache
 def runtime_dir() -> str:
     """A folder of warm processes of this benchmark process's own (flows/cli/warm.py), short enough for a
     socket's address: the warm processes its commands start are its own, and stopped when it ends."""
-    folder = tempfile.mkdtemp(prefix="ifsb-", dir="/tmp")
-    atexit.register(_stop_warm, folder)
+    return _own_folder("XDG_RUNTIME_DIR", ("warm", "--stop"), prefix="ifsb-", under="/tmp")
+
+
+def _own_folder(variable: str, stop: tuple[str, ...], *, prefix: str, under: str | None = None) -> str:
+    """A new folder that the benchmark's commands are given as ``variable``; at the benchmark's end, the
+    ifsynth command ``stop`` stops what they started there, and the folder goes."""
+    folder = tempfile.mkdtemp(prefix=prefix, dir=under)
+    atexit.register(_stop_in, folder, variable, stop)
     return folder
 
 
-def _stop_warm(folder: str) -> None:
-    stop = [sys.executable, "-m", "ifsynth.flows.cli", "warm", "--stop"]
-    subprocess.run(stop, env={**os.environ, "XDG_RUNTIME_DIR": folder}, capture_output=True, check=False)
+def _stop_in(folder: str, variable: str, stop: tuple[str, ...]) -> None:
+    command = [sys.executable, "-m", "ifsynth.flows.cli", *stop]
+    subprocess.run(command, env={**os.environ, variable: folder}, capture_output=True, check=False)
     shutil.rmtree(folder, ignore_errors=True)
 
 
