@@ -50,6 +50,8 @@ SOURCES = ("flows", "prompts", "schemas", "warehouse")  # ifsynth's folders, as 
 MODULE = "ifsynth.flows.cli.warm"
 EXIT_LOST = 70  # the warm process went away before the command's end
 REPLY_SECONDS = 10.0  # a warm process forks within milliseconds of a request; one that does not is hung
+HELD = {*FORWARDED, signal.SIGTSTP}  # held from the fork until the child runs the command as its own
+GO = b"g"  # the command's word that its child may begin
 SOCKET_PATH_MAX = 100
 
 
@@ -57,21 +59,31 @@ def script() -> NoReturn:
     """``ifsynth``: a run through the warm process when one serves this command, else as a process of its own
     (starting a warm process for the next run)."""
     if _wanted(sys.argv[1:]):
-        try:
-            place = Place.here()
-            if place is not None:
-                request = _request()
-                pid = _started(place, request)
-                if pid is not None:
-                    os._exit(_outcome(*pid))  # the run began: whatever follows, it is not run again here
-                place.start(request["key"])
-        except OSError:  # before the run began (a folder gone or unwritable, a socket refused midway, a warm
-            pass  # process that does not answer): the command runs by itself
-        except KeyboardInterrupt:  # Ctrl-C before the run began (once it has, Ctrl-C is the run's)
-            os._exit(128 + signal.SIGINT)
+        started = _through_warm()
+        if started is not None:  # the run began: whatever follows, it is not run again here
+            os._exit(_outcome(*started))
     from ifsynth.flows.cli.app import script as cold
 
     cold()
+
+
+def _through_warm() -> tuple[int, socket.socket] | None:
+    """The run the warm process began for this command; None when it runs by itself: none serves it (one is
+    started for the next), or something failed before the run could begin (a folder gone or unwritable, a
+    socket refused midway, a warm process that does not answer)."""
+    try:
+        place = Place.here()
+        if place is None:
+            return None
+        request = _request()
+        started = _started(place, request)
+        if started is None:
+            place.start(request["key"])
+        return started
+    except OSError:
+        return None
+    except KeyboardInterrupt:  # Ctrl-C before the run began (once it has, Ctrl-C is the run's)
+        os._exit(128 + signal.SIGINT)
 
 
 def _wanted(args: list[str]) -> bool:
@@ -96,10 +108,12 @@ def _wanted(args: list[str]) -> bool:
 
 def _plain_interpreter() -> bool:
     """Whether Python runs with its default flags, as the warm process does: -O, -X, -W, -I, -S and the
-    like change what a process loads or how it behaves, and such a command runs by itself."""
+    like change what a process loads or how it behaves, and such a command runs by itself (so does one under
+    PYTHONNOUSERSITE, which sets -s's flag)."""
     flags = sys.flags
     changed = (flags.optimize, flags.dev_mode, flags.verbose, flags.bytes_warning, flags.inspect, flags.isolated,
-               flags.no_site, flags.ignore_environment, flags.debug, sys.warnoptions, sys._xoptions)  # fmt: skip
+               flags.no_site, flags.no_user_site, flags.ignore_environment, flags.debug, sys.warnoptions,
+               sys._xoptions)  # fmt: skip
     return not any(changed)  # -u is handed over with the streams
 
 
@@ -128,11 +142,13 @@ class Place:
         base = Path(os.environ.get("XDG_RUNTIME_DIR") or os.environ.get("TMPDIR") or "/tmp")
         folder = base / f"ifsynth-warm-{os.getuid()}"
         try:
-            shared = os.stat(base).st_mode
+            shared = os.stat(base)
         except OSError:
             return None
-        if shared & stat.S_IWOTH and not shared & stat.S_ISVTX:
-            return None  # anyone could move the folder aside and put their own in its place
+        if shared.st_uid not in (0, os.getuid()):
+            return None  # its owner could move the folder aside and put their own in its place
+        if shared.st_mode & (stat.S_IWGRP | stat.S_IWOTH) and not shared.st_mode & stat.S_ISVTX:
+            return None  # and so could anyone who may write in it, unless it is sticky (/tmp)
         try:
             folder.mkdir(mode=0o700)
         except FileExistsError:
@@ -280,7 +296,12 @@ def _stamp(path: str | Path) -> list[Any]:
 def _started(place: Place, request: dict[str, Any]) -> tuple[int, socket.socket] | None:
     """The pid of the run the warm process forked for this command, and the connection its end comes by;
     None when none serves this command's key (none runs, or it runs for another key and now retires): the
-    command then runs by itself. An error here is raised before any run began."""
+    command then runs by itself.
+
+    The child the warm process forks waits for a word ("go") that only this command sends, once it has the
+    child's pid and passes its signals on: so a command that gave up on the warm process (it timed out, or the
+    warm process died before it answered) runs by itself knowing its child never will, and one that sent the
+    word never runs by itself. An error here is raised before the child may begin."""
     connection = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     connection.settimeout(REPLY_SECONDS)  # a warm process that hangs is left for a run by itself
     try:
@@ -293,22 +314,31 @@ def _started(place: Place, request: dict[str, Any]) -> tuple[int, socket.socket]
             raise ConnectionRefusedError("the warm process's socket is not this user's")
         data = json.dumps(request).encode()
         socket.send_fds(connection, [struct.pack("!I", len(data)) + data], [0, 1, 2])
-        connection.settimeout(REPLY_SECONDS)  # a warm process that hangs is left for a run by itself
+        connection.settimeout(REPLY_SECONDS)
         reply = _reply(connection)
     except BaseException:
-        connection.close()
+        connection.close()  # the warm process then stops the child, which has not begun
         raise
     if reply is None or "pid" not in reply:
         connection.close()
         return None
+    pid = int(reply["pid"])
+    held = signal.pthread_sigmask(signal.SIG_BLOCK, HELD)  # a signal from now on is the run's: none is lost
+    try:
+        connection.sendall(GO)
+    except OSError:  # the warm process closed the connection unread, so the child never begins
+        connection.close()
+        signal.pthread_sigmask(signal.SIG_SETMASK, held)
+        return None
+    _forward_signals(pid)
+    signal.pthread_sigmask(signal.SIG_SETMASK, held)
     connection.settimeout(None)
-    return int(reply["pid"]), connection
+    return pid, connection
 
 
 def _outcome(pid: int, connection: socket.socket) -> int:
-    """Wait for the run's end, passing this process's signals on; its exit status, or death by its signal."""
+    """Wait for the run's end; its exit status, or death by its signal."""
     with connection:
-        _forward_signals(pid)
         try:
             reply = _reply(connection)
         except OSError:
@@ -333,7 +363,7 @@ def _same_user(connection: socket.socket) -> bool:
     option = getattr(socket, "SO_PEERCRED", None)
     if option is None:
         return True  # the folder, this user's alone, is then the only guard
-    _, uid, _ = struct.unpack("3i", connection.getsockopt(socket.SOL_SOCKET, option, struct.calcsize("3i")))
+    _, uid, _ = struct.unpack("iII", connection.getsockopt(socket.SOL_SOCKET, option, struct.calcsize("iII")))
     return bool(uid == os.getuid())
 
 
@@ -469,10 +499,19 @@ def _preload() -> None:
             importlib.import_module(name)
 
 
+@dataclass
+class Child:
+    """A run forked for a command: the command's connection (None once it is gone), and the pipe's end that
+    lets the run begin (None once it has)."""
+
+    connection: socket.socket | None
+    go: int | None
+
+
 class Server:
     def __init__(self, place: Place, key: str, idle: float, lock: Any) -> None:
         self.place, self.key, self.idle, self.lock = place, key, idle, lock
-        self.children: dict[int, socket.socket | None] = {}  # a command's connection, None once it is gone
+        self.children: dict[int, Child] = {}
         self.retiring = False
         self.idled = False
         self.listener: socket.socket | None = self._listen()
@@ -539,8 +578,8 @@ class Server:
                     with contextlib.suppress(BlockingIOError):
                         os.read(wake_read, 512)
                     self._reap()
-                elif isinstance(event.data, int) and self.children.get(event.data) is not None:
-                    self._lost(event.data)
+                elif isinstance(event.data, int) and event.data in self.children:
+                    self._heard(event.data)
 
     def _accept(self) -> None:
         """Take one command: fork its run, or, for another key, retire. Whatever goes wrong with one command
@@ -583,9 +622,14 @@ class Server:
             pass
         sys.stdout.flush()
         sys.stderr.flush()
+        go_read, go_write = os.pipe()
+        held = signal.pthread_sigmask(signal.SIG_BLOCK, HELD)  # the child's until it has the command's handlers
         pid = os.fork()
         if pid == 0:
-            self._become(request, fds, connection)
+            os.close(go_write)
+            self._become(request, fds, connection, go_read, held)
+        signal.pthread_sigmask(signal.SIG_SETMASK, held)
+        os.close(go_read)
         with contextlib.suppress(OSError):  # here as in the child: a signal to the group never misses it
             os.setpgid(pid, pid)
         for fd in fds:
@@ -593,31 +637,36 @@ class Server:
         fds.clear()
         self.last = time.monotonic()
         _log(f"command {pid} started")
-        try:  # a line of a few bytes: the socket's buffer takes it at once
-            connection.sendall(json.dumps({"pid": pid}).encode() + b"\n")
-        except OSError:
-            _kill_group(pid)
-        self.children[pid] = connection
+        child = self.children[pid] = Child(connection, go_write)
         import selectors
 
         self.selector.register(connection, selectors.EVENT_READ, pid)
+        try:  # a line of a few bytes: the socket's buffer takes it at once
+            connection.sendall(json.dumps({"pid": pid}).encode() + b"\n")
+        except OSError:
+            self._gone(pid, child)
 
-    def _become(self, request: dict[str, Any], fds: list[int], connection: socket.socket) -> NoReturn:
-        """In the child: drop the warm process's files and handlers, take on the command's, and run it."""
+    def _become(
+        self, request: dict[str, Any], fds: list[int], connection: socket.socket, go: int, mask: set[int]
+    ) -> NoReturn:
+        """In the child: drop the warm process's files and handlers, take on the command's, wait for the
+        command's word, and run it. Signals are held until then: one sent to the run meets its own handlers."""
         try:
             signal.set_wakeup_fd(-1)
-            for signum in (signal.SIGCHLD, signal.SIGTERM):
-                signal.signal(signum, signal.SIG_DFL)
-            signal.signal(signal.SIGINT, signal.default_int_handler)
-            for signum in request.get("ignored", ()):  # as the command ignored them (nohup)
-                with contextlib.suppress(OSError, ValueError):
-                    signal.signal(signum, signal.SIG_IGN)
+            ignored = set(request.get("ignored", ()))
+            for signum in signal.valid_signals() - {signal.SIGKILL, signal.SIGSTOP}:
+                default = signal.default_int_handler if signum == signal.SIGINT else signal.SIG_DFL
+                with contextlib.suppress(OSError, ValueError):  # as the command has them (nohup's SIGHUP)
+                    signal.signal(signum, signal.SIG_IGN if signum in ignored else default)
             main = sys.modules["__main__"]  # click names the program from it, in its help
             main.__package__ = request.get("main_package")
             self.selector.close()
-            for held in [self.listener, connection, *self.children.values()]:
+            for held in [self.listener, connection, *(child.connection for child in self.children.values())]:
                 if held is not None:
                     held.close()
+            for child in self.children.values():
+                if child.go is not None:
+                    os.close(child.go)
             self.lock.close()
             for fd in self.wake:
                 os.close(fd)
@@ -640,9 +689,15 @@ class Server:
                     stream.reconfigure(line_buffering=line_buffering, write_through=write_through)
                     setattr(sys, name, stream)
                     setattr(sys, f"__{name}__", stream)
+            if os.read(go, 1) != GO:  # the command left, or the warm process died, before it sent its word
+                os._exit(EXIT_LOST)
+            os.close(go)
+            signal.pthread_sigmask(signal.SIG_SETMASK, mask)  # what came meanwhile is handled now
             from ifsynth.flows.cli.app import script as cold
 
             cold()
+        except KeyboardInterrupt:  # Ctrl-C before the command's own handling of it
+            os._exit(128 + signal.SIGINT)
         except BaseException:
             import traceback
 
@@ -658,36 +713,51 @@ class Server:
                 return
             if pid == 0:
                 return
-            if pid not in self.children:
+            child = self.children.pop(pid, None)
+            if child is None:
                 continue
-            connection = self.children.pop(pid)
             self.last = time.monotonic()
             code = os.waitstatus_to_exitcode(status)
             _log(f"command {pid} ended: {f'signal {-code}' if code < 0 else f'exit {code}'}")
-            if connection is None:
+            if child.go is not None:
+                os.close(child.go)
+            if child.connection is None:
                 continue
-            self.selector.unregister(connection)
+            self.selector.unregister(child.connection)
             with contextlib.suppress(OSError):
-                connection.setblocking(True)
-                connection.sendall(json.dumps({"exit": code}).encode() + b"\n")
-            connection.close()
+                child.connection.setblocking(True)
+                child.connection.sendall(json.dumps({"exit": code}).encode() + b"\n")
+            child.connection.close()
 
-    def _lost(self, pid: int) -> None:
-        """A command's connection became readable: it sends nothing after its request, so it is gone (killed
-        with SIGKILL: its forwarding died with it). Its run goes the same way."""
-        connection = self.children[pid]
-        assert connection is not None
+    def _heard(self, pid: int) -> None:
+        """A command's connection became readable: its word that the run may begin, or its end (killed with
+        SIGKILL, its forwarding dead with it; or gone before it sent the word). Its run goes the same way."""
+        child = self.children[pid]
+        assert child.connection is not None
         try:
-            if connection.recv(1):
-                return
+            word = child.connection.recv(1)
         except BlockingIOError:
             return
         except OSError:  # reset: gone all the same
-            pass
-        self.selector.unregister(connection)
-        connection.close()
-        self.children[pid] = None
-        _log(f"command {pid} lost its caller: killed")
+            word = b""
+        if word == GO and child.go is not None:
+            with contextlib.suppress(OSError):  # a child already gone (killed) reads nothing
+                os.write(child.go, GO)
+            os.close(child.go)
+            child.go = None
+        elif not word:
+            self._gone(pid, child)
+
+    def _gone(self, pid: int, child: Child) -> None:
+        """The command of ``child`` is gone: so is its run (before it began, its pipe's end tells it too)."""
+        assert child.connection is not None
+        _log(f"command {pid} lost its caller: {'killed' if child.go is None else 'it had not begun'}")
+        self.selector.unregister(child.connection)
+        child.connection.close()
+        child.connection = None
+        if child.go is not None:
+            os.close(child.go)
+            child.go = None
         _kill_group(pid)
 
 

@@ -47,7 +47,13 @@ def _env(runtime: Path, **extra: str) -> dict[str, str]:
     return {**env, "XDG_RUNTIME_DIR": str(runtime), "IFSYNTH_WARM": "1", "IFSYNTH_WARM_IDLE": "300", **extra}
 
 
-def ifsynth(runtime: Path, *args: str, **extra: str) -> subprocess.Popen[str]:
+def ifsynth(runtime: Path, *args: str, ignoring: tuple[int, ...] = (), **extra: str) -> subprocess.Popen[str]:
+    """The command, run as a user would, ignoring the signals ``ignoring`` (as under nohup)."""
+
+    def ignore() -> None:
+        for signum in ignoring:
+            signal.signal(signum, signal.SIG_IGN)
+
     return subprocess.Popen(
         [sys.executable, "-m", "ifsynth.flows.cli", *args],
         stdout=subprocess.PIPE,
@@ -55,6 +61,7 @@ def ifsynth(runtime: Path, *args: str, **extra: str) -> subprocess.Popen[str]:
         text=True,
         env=_env(runtime, **extra),
         cwd=REPO,
+        preexec_fn=ignore if ignoring else None,
     )
 
 
@@ -134,9 +141,11 @@ def _decided(funnel: dict[str, Any]) -> list[dict[str, Any]]:
     return [{k: v for k, v in stage.items() if k not in ("cached", "sent")} for stage in funnel["stages"]]
 
 
-def _primed(runtime: Path, warehouse: Path, fake: FakeOpenAI) -> tuple[int, dict[str, Any]]:
+def _primed(
+    runtime: Path, warehouse: Path, fake: FakeOpenAI, ignoring: tuple[int, ...] = ()
+) -> tuple[int, dict[str, Any]]:
     """A first run, which runs by itself and starts the warm process; the process's pid and the run's funnel."""
-    code, out, err = finished(ifsynth(runtime, *_run_args(warehouse, fake.base_url)))
+    code, out, err = finished(ifsynth(runtime, *_run_args(warehouse, fake.base_url), ignoring=ignoring))
     assert code == 0, err
     started = STARTED.search(err)
     assert started, err
@@ -178,24 +187,103 @@ def test_a_later_run_is_forked_from_the_warm_process_and_says_writes_and_exits_a
     assert re.search(r"command \d+ ended: exit 2", _log(runtime))
 
     # its help names the program as the command by itself does
-    helped = [finished(ifsynth(runtime, "run", "--help", **extra))[1] for extra in ({}, {"IFSYNTH_WARM": "0"})]
+    ended = len(re.findall(r"ended: exit 0", _log(runtime)))
+    helped = [finished(ifsynth(runtime, "run", "--help", IFSYNTH_WARM=on))[1] for on in ("1", "0")]
     assert helped[0] == helped[1] and "python -m ifsynth.flows.cli run" in helped[0]
+    assert len(re.findall(r"ended: exit 0", _log(runtime))) == ended + 1  # the first went through it
 
-    # a caller that leaves before its run began costs the warm process nothing
-    caller = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    caller.connect(str(_serving(runtime)))
-    data = json.dumps({**warm._request(), "key": _key_of(runtime)}).encode()
-    socket.send_fds(caller, [struct.pack("!I", len(data)) + data], [0, 1, 2])
-    caller.close()
+    # a caller that leaves before the warm process reads its request gets no run, and costs it nothing
+    (server,) = _running(runtime)
+    started = len(re.findall(r"command \d+ started", _log(runtime)))
+    os.kill(server.pid, signal.SIGSTOP)
+    try:
+        _caller(runtime, _run_args(tmp_path / "x.duckdb", fake.base_url)).close()
+    finally:
+        os.kill(server.pid, signal.SIGCONT)
     code, out, err = finished(ifsynth(runtime, *_run_args(tmp_path / "a.duckdb", fake.base_url)))
     assert code == 0 and "started a warm" not in err, err
+    assert "a command refused: ConnectionAbortedError" in _log(runtime)
+    assert len(re.findall(r"command \d+ started", _log(runtime))) == started + 1  # the later command's alone
     assert _state(pid) not in ("gone", "Z")
+
+
+def _caller(runtime: Path, args: list[str], stderr: int | None = None) -> socket.socket:
+    """A command's side of the warm process's protocol, by hand: the request to run ``args`` sent, with
+    ``stderr`` (or nothing) as its standard error. Its pid comes next on the connection."""
+    caller = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    caller.connect(str(_serving(runtime)))
+    request = {**warm._request(), "key": _key_of(runtime), "argv": ["ifsynth", *args], "env": _env(runtime),
+               "cwd": str(REPO)}  # fmt: skip
+    data = json.dumps(request).encode()
+    with open(os.devnull, "r+b") as null:
+        fds = [null.fileno(), null.fileno(), null.fileno() if stderr is None else stderr]
+        socket.send_fds(caller, [struct.pack("!I", len(data)) + data], fds)
+    return caller
+
+
+def _line(caller: socket.socket) -> dict[str, Any]:
+    caller.settimeout(120)
+    line = b""
+    while not line.endswith(b"\n"):
+        chunk = caller.recv(1)
+        assert chunk, f"the warm process closed the connection after {line!r}"
+        line += chunk
+    reply: dict[str, Any] = json.loads(line)
+    return reply
+
+
+def test_a_run_begins_only_on_its_commands_word(runtime: Path, tmp_path: Path, fake: FakeOpenAI) -> None:
+    """A command that gave up on the warm process runs by itself; the run forked for it must then never begin,
+    whether the command left (it timed out) or the warm process died before the command's word."""
+    _primed(runtime, tmp_path / "a.duckdb", fake)
+    sent = fake.stats()["requests"]
+
+    def attempt(name: str) -> tuple[socket.socket, int, int]:
+        """A request to run into warehouse ``name``, its pid, and the read end of its standard error."""
+        read, write = os.pipe()
+        caller = _caller(runtime, _run_args(tmp_path / name, fake.base_url), stderr=write)
+        os.close(write)
+        return caller, _line(caller)["pid"], read
+
+    def said(read: int) -> str:
+        with open(read, "rb") as stream:  # until the run's end: nothing else holds the pipe's write end
+            return stream.read().decode()
+
+    # the word given, the run begins and its end comes back: the protocol above is the command's
+    caller, pid, read = attempt("given.duckdb")
+    caller.sendall(warm.GO)
+    assert _line(caller) == {"exit": 0}
+    assert "checking inputs" in said(read)
+    assert (tmp_path / "given.duckdb").exists()
+    sent_given = fake.stats()["requests"]
+    assert sent_given > sent
+
+    # the command leaves with its pid and without the word
+    caller, pid, read = attempt("left.duckdb")
+    time.sleep(1.0)  # a run that began would have said so by now
+    caller.close()
+    assert _wait_gone(pid)
+    assert said(read) == ""
+    assert f"command {pid} lost its caller: it had not begun" in _log(runtime)
+
+    # the warm process dies before the word comes
+    caller, pid, read = attempt("died.duckdb")
+    time.sleep(1.0)
+    (server,) = _running(runtime)
+    os.kill(server.pid, signal.SIGKILL)
+    assert _wait_gone(pid)
+    assert said(read) == ""
+    caller.close()
+
+    assert not (tmp_path / "left.duckdb").exists() and not (tmp_path / "died.duckdb").exists()
+    assert fake.stats()["requests"] == sent_given
 
 
 def test_ctrl_c_and_kill_reach_the_run_the_warm_process_forked(
     runtime: Path, tmp_path: Path, make_fake: Callable[..., FakeOpenAI]
 ) -> None:
-    _primed(runtime, tmp_path / "a.duckdb", make_fake())
+    # started by a command that ignores SIGALRM: the runs it forks ignore what their own commands do, no more
+    _primed(runtime, tmp_path / "a.duckdb", make_fake(), ignoring=(signal.SIGALRM,))
     slow = make_fake(latency=30.0)  # no run of it ends by itself while the test waits
 
     sent = slow.stats()["requests"]
@@ -230,17 +318,13 @@ def test_ctrl_c_and_kill_reach_the_run_the_warm_process_forked(
     assert code == -signal.SIGKILL, err
     assert err.count("checking inputs") == 1
 
-    # a command that ignores hang-ups (nohup) has a run that ignores them too
+    # a command that ignores hang-ups (nohup) has a run that ignores them too, and ignores what it does alone
     sent = slow.stats()["requests"]
-    command = subprocess.Popen(
-        [sys.executable, "-m", "ifsynth.flows.cli", *_run_args(tmp_path / "f.duckdb", slow.base_url)],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_env(runtime), cwd=REPO,
-        preexec_fn=lambda: signal.signal(signal.SIGHUP, signal.SIG_IGN),
-    )  # fmt: skip
+    command = ifsynth(runtime, *_run_args(tmp_path / "f.duckdb", slow.base_url), ignoring=(signal.SIGHUP,))
     child = _forked_child(runtime, slow, after=3, sent=sent)
-    ignored = int(re.search(r"SigIgn:\s+(\w+)", Path(f"/proc/{child}/status").read_text()).group(1), 16)  # type: ignore[union-attr]
-    assert ignored & (1 << (signal.SIGHUP - 1))
-    command.send_signal(signal.SIGHUP)
+    assert _ignored(child) == _ignored(command.pid)
+    assert _ignored(child) & (1 << (signal.SIGHUP - 1)) and not _ignored(child) & (1 << (signal.SIGALRM - 1))
+    os.killpg(child, signal.SIGHUP)
     time.sleep(0.5)
     assert command.poll() is None and _state(child) not in ("gone", "Z")
     command.send_signal(signal.SIGINT)
@@ -259,6 +343,11 @@ def test_ctrl_c_and_kill_reach_the_run_the_warm_process_forked(
     assert code == warm.EXIT_LOST
     assert "interrupted; run the same command again" in err  # the run's own last line, then the command's
     assert err.rstrip().endswith(f"the warm ifsynth process was stopped while it ran this command (process {child})")
+
+
+def _ignored(pid: int) -> int:
+    """The signals ``pid`` ignores, as a mask."""
+    return int(re.search(r"SigIgn:\s+(\w+)", Path(f"/proc/{pid}/status").read_text()).group(1), 16)  # type: ignore[union-attr]
 
 
 def _forked_child(runtime: Path, fake: FakeOpenAI, after: int, sent: int) -> int:
@@ -348,3 +437,23 @@ def test_the_key_follows_what_a_process_loads(tmp_path: Path, monkeypatch: pytes
     assert warm._request()["key"] == key
     (tmp_path / "prefect.toml").write_text("[logging]\nlevel = 'DEBUG'\n")  # Prefect reads it at its import
     assert warm._request()["key"] != key
+
+
+@pytest.mark.parametrize(("mode", "served"), [(0o700, True), (0o1777, True), (0o777, False), (0o775, False)])
+def test_warm_processes_live_only_where_no_one_else_may_replace_them(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, mode: int, served: bool
+) -> None:
+    base = tmp_path / "base"
+    base.mkdir()
+    base.chmod(mode)
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(base))
+    assert (warm.Place.folder() is not None) is served
+
+
+@pytest.mark.parametrize(("flags", "plain"), [([], True), (["-s"], False), (["-O"], False), (["-X", "dev"], False)])
+def test_an_interpreter_with_other_flags_runs_by_itself(flags: list[str], plain: bool) -> None:
+    said = subprocess.run(
+        [sys.executable, *flags, "-c", "from ifsynth.flows.cli import warm; print(warm._plain_interpreter())"],
+        capture_output=True, text=True, check=True, env={**os.environ, "PYTHONNOUSERSITE": ""},
+    )  # fmt: skip
+    assert said.stdout.strip() == str(plain)
