@@ -668,6 +668,8 @@ HOSTILE: dict[str, Callable[[str], Raw | None]] = {
     "trickle": _on(CHAT, lambda: _once(_envelope(choices=[_choice('{"answer": "trickled"}')]), trickle=True)),
     "models_gzip_bomb": _on(MODELS, lambda: _once(_bomb(), {**_JSON, "content-encoding": "gzip"})),
     "models_oversize": _on(MODELS, lambda: Raw(_JSON, lambda: (b" " * 2**20 for _ in range(24)))),
+    "chat_gzip_bomb": _on(CHAT, lambda: _once(_bomb(), {**_JSON, "content-encoding": "gzip"})),
+    "chat_oversize": _on(CHAT, lambda: Raw(_JSON, lambda: (b" " * 2**20 for _ in range(24)))),
     "null_content": _on(CHAT, lambda: _once(_envelope(choices=[_choice(None)]))),
     "empty_content": _on(CHAT, lambda: _once(_envelope(choices=[_choice("")]))),
     "no_choices": _on(CHAT, lambda: _once(_envelope())),

@@ -2,11 +2,15 @@
 
 Chat completions are a plain POST of bytes already serialized, so the body the cache key was computed from is
 exactly the body sent, whatever the endpoint's structured-output style. The openai SDK's client still makes the
-request's URL, headers (the key, ``OpenAI-Organization``/``-Project``, its own) and timeout, once per route,
-and its HTTP client (connection pool, proxies, TLS, the reply guards below) sends every request; each failure
-is the SDK's typed exception, which ``retry.is_transient`` judges. What is skipped is the SDK's per-request
-machinery (request options copied and validated, headers merged, the URL parsed again, retries it is told not
-to make): measured with ``bench.gateway --latency 0``, it was about half the client's CPU per request.
+request's URL, headers (the key, ``OpenAI-Organization``/``-Project``, its own) and timeouts, once per route;
+its HTTP client picks, once per route, the transport for that URL (the proxy the environment names, its TLS
+context), and that transport's aiohttp session (connection pool) sends every request, with the arguments the
+transport itself would pass; each failure is mapped by the transport's own table to the SDK's typed exception,
+which ``retry.is_transient`` judges. What is skipped is per-request machinery: the SDK's (request options
+copied and validated, headers merged, the URL parsed again, retries it is told not to make) and the httpx
+client's around the transport (request and response objects, headers decoded, hooks, cookies, redirects it is
+told not to follow). ``bench.gateway --latency 0`` measured each at about a third of the client's CPU per
+request (bench/README.md).
 """
 
 from __future__ import annotations
@@ -20,7 +24,8 @@ import os
 import re
 import socket
 import ssl
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Mapping
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qsl, unquote, urlencode, urlsplit, urlunsplit
 
@@ -279,7 +284,7 @@ class Route:
         self._schemas: dict[type[Answer], dict[str, Any]] = {}
         self._client: openai.AsyncOpenAI | None = None
         self._http: httpx2.AsyncClient | None = None  # the SDK client's HTTP client
-        self._chat: tuple[httpx2.URL, httpx2.Headers, dict[str, Any]] | None = None  # see _post_chat
+        self._chat: _ChatPost | None = None
 
     async def ready(self) -> None:
         """Start the embedded model's server on the first request (in a thread: loading blocks for seconds)."""
@@ -311,7 +316,7 @@ class Route:
     def scrub(self, text: str) -> str:
         return scrub(text, self.secrets)
 
-    async def chat(self, payload: bytes, within: float) -> httpx2.Response:
+    async def chat(self, payload: bytes, within: float) -> Posted:
         """One chat completion, its body already serialized (the bytes the cache key was computed from, sent as
         they are: the SDK neither copies nor re-encodes them), read in full within ``within`` seconds; a non-2xx
         answer or a transport failure raises the SDK's exception."""
@@ -319,30 +324,52 @@ class Route:
             return await self._post_chat(payload)
         raise AssertionError("unreachable")  # the block returns or raises
 
-    async def _post_chat(self, payload: bytes) -> httpx2.Response:
+    async def _post_chat(self, payload: bytes) -> Posted:
         """What ``client.post`` does for one request with no SDK retries and a static key (ifsynth's only kind),
-        without its per-request cost: the URL, headers and timeout are the ones the SDK builds, made once;
-        failures are mapped to the SDK's exceptions as it maps them."""
-        client = self.client
-        if self._chat is None:
-            from openai._models import FinalRequestOptions  # the SDK's own request options, once per route
-
-            made = client._build_request(FinalRequestOptions.construct(method="post", url="/chat/completions"))
-            headers = httpx2.Headers(made.headers)
-            headers.pop("Content-Length", None)  # each request's own
-            self._chat = (made.url, headers, made.extensions)
-        url, headers, extensions = self._chat
-        request = httpx2.Request("POST", url, headers=headers, content=payload, extensions=extensions)
-        assert self._http is not None  # made with the client
+        without its per-request cost; failures are mapped to the SDK's exceptions as it maps them."""
+        post = self._chat or self._prepare_chat()
         try:
-            response = await self._http.send(request)
+            with post.mapped():
+                async with post.session.post(post.url, data=payload, **post.options) as response:
+                    _refuse(response.headers)
+                    body = await _read_capped(response)
         except httpx2.TimeoutException as exc:
-            raise openai.APITimeoutError(request=request) from exc
+            raise openai.APITimeoutError(request=post.request) from exc
         except (httpx2.RequestError, ssl.SSLError) as exc:
-            raise openai.APIConnectionError(request=request) from exc
-        if not response.is_success:  # a redirect too: it is not followed (the breaker names its target)
-            raise client._make_status_error_from_response(response)
-        return response
+            raise openai.APIConnectionError(request=post.request) from exc
+        if not 200 <= response.status < 300:  # a redirect too: it is not followed (the breaker names its target)
+            failed = httpx2.Response(response.status, headers=response.raw_headers, content=body, request=post.request)
+            raise self.client._make_status_error_from_response(failed)
+        return Posted(response.status, response.headers, body)
+
+    def _prepare_chat(self) -> _ChatPost:
+        """The chat request as the SDK makes it, and the session, proxy and timeouts its transport would send it
+        with (``AiohttpTransport.handle_async_request``), once per route."""
+        from openai._models import FinalRequestOptions
+        from openai._vendor.httpx_aiohttp.transport import AiohttpTransport, map_aiohttp_exceptions
+
+        made = self.client._build_request(FinalRequestOptions.construct(method="post", url="/chat/completions"))
+        assert self._http is not None  # made with the client
+        transport = self._http._transport_for_url(made.url)
+        assert isinstance(transport, AiohttpTransport)  # openai.DefaultAioHttpClient's, for every URL
+        if not isinstance(transport.client, aiohttp.ClientSession):
+            transport.client = transport.get_client()
+        timeout, proxy = made.extensions.get("timeout", {}), transport.proxy
+        options = {
+            "headers": {name: value for name, value in made.headers.items() if name != "content-length"},
+            "allow_redirects": False,
+            "auto_decompress": False,
+            "compress": False,
+            "timeout": aiohttp.ClientTimeout(
+                sock_connect=timeout.get("connect"), sock_read=timeout.get("read"), connect=timeout.get("pool")
+            ),
+            "server_hostname": made.extensions.get("sni_hostname"),
+            "proxy": str(proxy.url) if proxy else None,
+            "proxy_auth": aiohttp.BasicAuth(*proxy.auth) if proxy and proxy.auth else None,
+            "proxy_headers": proxy.headers if proxy else None,
+        }
+        self._chat = _ChatPost(made, str(made.url), transport.client, options, map_aiohttp_exceptions)
+        return self._chat
 
     async def embed(
         self, model: str, texts: list[str], within: float
@@ -443,13 +470,50 @@ class _Capped(httpx2.AsyncByteStream):
 async def _guard(response: httpx2.Response) -> None:
     """Refuse, before reading it, a reply that could not be a completion: a compressed body we did not accept
     (a small gzip can inflate to gigabytes) or one over MAX_REPLY_BYTES; cap the rest as it is read."""
-    encoding = response.headers.get("content-encoding", "identity").strip().lower()
+    _refuse(response.headers)
+    response.stream = _Capped(response.stream, MAX_REPLY_BYTES)
+
+
+def _refuse(headers: Mapping[str, str]) -> None:
+    encoding = headers.get("content-encoding", "identity").strip().lower()
     if encoding not in ("", "identity"):
         raise ReplyRejected(f"a {encoding}-compressed reply, though only identity was accepted")
-    length = response.headers.get("content-length", "")
+    length = headers.get("content-length", "")
     if length.isdigit() and int(length) > MAX_REPLY_BYTES:
         raise ReplyRejected(f"a reply of {int(length) // 2**20} MB")
-    response.stream = _Capped(response.stream, MAX_REPLY_BYTES)
+
+
+async def _read_capped(response: aiohttp.ClientResponse) -> bytes:
+    """A reply's body, read through MAX_REPLY_BYTES: one not sized by its headers is refused once past it."""
+    if response.content_length is not None:  # within the cap: _refuse saw it
+        return await response.read()
+    chunks, left = [], MAX_REPLY_BYTES
+    async for chunk in response.content.iter_any():
+        left -= len(chunk)
+        if left < 0:
+            raise ReplyRejected(f"a reply over {MAX_REPLY_BYTES // 2**20} MB")
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+@dataclass(frozen=True)
+class Posted:
+    """A chat completion's reply, read in full: what the gateway uses of it."""
+
+    status_code: int
+    headers: Mapping[str, str]
+    content: bytes
+
+
+@dataclass(frozen=True)
+class _ChatPost:
+    """How a route sends a chat completion (``Route._prepare_chat``)."""
+
+    request: httpx2.Request  # what a failure's SDK exception names
+    url: str
+    session: aiohttp.ClientSession
+    options: dict[str, Any]
+    mapped: Callable[[], contextlib.AbstractContextManager[None]]  # aiohttp's exceptions as httpx's
 
 
 def _refused(exc: BaseException) -> aiohttp.ClientConnectionError | None:

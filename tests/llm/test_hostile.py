@@ -67,6 +67,23 @@ def test_a_trickled_reply_is_cut_at_the_requests_deadline(warehouse_path: Path) 
 
 
 @pytest.mark.parametrize("hostile, said", [
+    ("chat_gzip_bomb", "Reply refused: a gzip-compressed reply, though only identity was accepted"),
+    ("chat_oversize", "Reply refused: a reply over 16 MB"),
+])  # fmt: skip
+def test_a_completion_takes_the_reply_guards(warehouse_path: Path, hostile: str, said: str) -> None:
+    """A compressed body is refused before it is read (a small gzip can inflate to gigabytes), and a body of
+    no stated size is cut once past the cap, not read into memory."""
+    with FakeOpenAI(hostile=hostile) as fake, Warehouse(warehouse_path) as warehouse:
+
+        async def go() -> list[Reply]:
+            async with Gateway(config(fake, max_attempts=1), warehouse, "run-1", clock=FakeClock()) as gateway:
+                return await gateway.ask_many("judge", [ask()])
+
+        (reply,) = asyncio.run(go())
+    assert reply.status == "failed" and reply.error is not None and said in reply.error, reply
+
+
+@pytest.mark.parametrize("hostile, said", [
     ("models_gzip_bomb", "a gzip-compressed reply"),
     ("models_oversize", "a reply over 16 MB"),
 ])  # fmt: skip

@@ -56,7 +56,7 @@ def _chat(**body: Any) -> tuple[dict[str, Any], str]:
             await route.ready()
             request = {"model": LOCAL_MODEL, "messages": MESSAGES, "temperature": 0.0, "seed": 7, **body}
             reply = await route.chat(json.dumps(request).encode(), route.endpoint.timeout)
-            return reply.json(), route.address
+            return json.loads(reply.content), route.address
         finally:
             await route.close()
 
