@@ -223,6 +223,7 @@ def _request() -> dict[str, Any]:
     main = sys.modules.get("__main__")
     return {
         "ignored": ignored,  # nohup's SIGHUP, say: the run ignores them too
+        "blocked": sorted(int(n) for n in signal.pthread_sigmask(signal.SIG_BLOCK, ())),  # as it inherited them
         "main_package": getattr(main, "__package__", None),  # how click names the program in its help
         "key": key,
         "argv": sys.argv,
@@ -347,7 +348,10 @@ def _outcome(pid: int, connection: socket.socket) -> int:
         while _exists(pid):
             time.sleep(0.1)
         with contextlib.suppress(OSError):
-            sys.stderr.write(f"error: the warm ifsynth process was stopped while it ran this command (process {pid})\n")
+            sys.stderr.write(
+                f"error: the warm ifsynth process was stopped before this command's end; its run (process {pid}) "
+                "may not have begun or ended: run the same command again to continue it\n"
+            )
         return EXIT_LOST
     code = int(reply.get("exit", EXIT_LOST))
     if code < 0:  # the run died of a signal: so does this process, for whoever waits on it
@@ -401,17 +405,17 @@ def _forward_signals(pid: int) -> None:
     command's group before this process, and its continuation continues both."""
 
     def forward(signum: int, _: object) -> None:
-        with contextlib.suppress(ProcessLookupError):
+        with contextlib.suppress(OSError):  # the run's group gone: its end is on its way
             os.killpg(pid, signum)
 
     def suspend(_signum: int, _frame: object) -> None:
-        with contextlib.suppress(ProcessLookupError):
+        with contextlib.suppress(OSError):
             os.killpg(pid, signal.SIGTSTP)
         signal.signal(signal.SIGTSTP, signal.SIG_DFL)
         os.kill(os.getpid(), signal.SIGTSTP)
 
     def resume(_signum: int, _frame: object) -> None:
-        with contextlib.suppress(ProcessLookupError):
+        with contextlib.suppress(OSError):
             os.killpg(pid, signal.SIGCONT)
         signal.signal(signal.SIGTSTP, suspend)
 
@@ -624,31 +628,35 @@ class Server:
         sys.stderr.flush()
         go_read, go_write = os.pipe()
         held = signal.pthread_sigmask(signal.SIG_BLOCK, HELD)  # the child's until it has the command's handlers
-        pid = os.fork()
+        try:
+            pid = os.fork()
+        except BaseException:  # no child (a process limit, no memory): this process as it was
+            signal.pthread_sigmask(signal.SIG_SETMASK, held)
+            os.close(go_read)
+            os.close(go_write)
+            raise
         if pid == 0:
             os.close(go_write)
-            self._become(request, fds, connection, go_read, held)
+            self._become(request, fds, connection, go_read)
         signal.pthread_sigmask(signal.SIG_SETMASK, held)
         os.close(go_read)
-        with contextlib.suppress(OSError):  # here as in the child: a signal to the group never misses it
-            os.setpgid(pid, pid)
-        for fd in fds:
-            os.close(fd)
-        fds.clear()
-        self.last = time.monotonic()
-        _log(f"command {pid} started")
         child = self.children[pid] = Child(connection, go_write)
         import selectors
 
         self.selector.register(connection, selectors.EVENT_READ, pid)
-        try:  # a line of a few bytes: the socket's buffer takes it at once
-            connection.sendall(json.dumps({"pid": pid}).encode() + b"\n")
-        except OSError:
+        try:  # from here on, whatever fails is this child's end, never a command run twice
+            with contextlib.suppress(OSError):  # here as in the child: a signal to the group never misses it
+                os.setpgid(pid, pid)
+            for fd in fds:
+                os.close(fd)
+            fds.clear()
+            self.last = time.monotonic()
+            _log(f"command {pid} started")
+            connection.sendall(json.dumps({"pid": pid}).encode() + b"\n")  # a few bytes: the buffer takes them
+        except Exception:
             self._gone(pid, child)
 
-    def _become(
-        self, request: dict[str, Any], fds: list[int], connection: socket.socket, go: int, mask: set[int]
-    ) -> NoReturn:
+    def _become(self, request: dict[str, Any], fds: list[int], connection: socket.socket, go: int) -> NoReturn:
         """In the child: drop the warm process's files and handlers, take on the command's, wait for the
         command's word, and run it. Signals are held until then: one sent to the run meets its own handlers."""
         try:
@@ -692,7 +700,8 @@ class Server:
             if os.read(go, 1) != GO:  # the command left, or the warm process died, before it sent its word
                 os._exit(EXIT_LOST)
             os.close(go)
-            signal.pthread_sigmask(signal.SIG_SETMASK, mask)  # what came meanwhile is handled now
+            # the command's own mask (what came meanwhile is handled now)
+            signal.pthread_sigmask(signal.SIG_SETMASK, request.get("blocked", ()))
             from ifsynth.flows.cli.app import script as cold
 
             cold()
@@ -762,9 +771,11 @@ class Server:
 
 
 def _log(line: str) -> None:
-    """A line of the warm process's log (its standard error): which commands it ran, never what they were."""
-    sys.stderr.write(f"{time.strftime('%Y-%m-%d %H:%M:%S')} {line}\n")
-    sys.stderr.flush()
+    """A line of the warm process's log (its standard error): which commands it ran, never what they were. A
+    log that cannot be written (a full disk) costs the commands nothing."""
+    with contextlib.suppress(OSError):
+        sys.stderr.write(f"{time.strftime('%Y-%m-%d %H:%M:%S')} {line}\n")
+        sys.stderr.flush()
 
 
 def _kill_group(pid: int) -> None:

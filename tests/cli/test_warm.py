@@ -258,9 +258,19 @@ def test_a_run_begins_only_on_its_commands_word(runtime: Path, tmp_path: Path, f
     sent_given = fake.stats()["requests"]
     assert sent_given > sent
 
+    # a signal sent before the word waits, held, for the run's own handlers: Ctrl-C ends it before it began
+    caller, pid, read = attempt("interrupted.duckdb")
+    os.killpg(pid, signal.SIGINT)
+    caller.sendall(warm.GO)
+    assert _line(caller) == {"exit": 128 + signal.SIGINT}
+    assert said(read) == ""
+    caller.close()
+
     # the command leaves with its pid and without the word
     caller, pid, read = attempt("left.duckdb")
     time.sleep(1.0)  # a run that began would have said so by now
+    held = int(re.search(r"SigBlk:\s+(\w+)", Path(f"/proc/{pid}/status").read_text()).group(1), 16)  # type: ignore[union-attr]
+    assert all(held & (1 << (signum - 1)) for signum in warm.HELD)
     caller.close()
     assert _wait_gone(pid)
     assert said(read) == ""
@@ -275,7 +285,7 @@ def test_a_run_begins_only_on_its_commands_word(runtime: Path, tmp_path: Path, f
     assert said(read) == ""
     caller.close()
 
-    assert not (tmp_path / "left.duckdb").exists() and not (tmp_path / "died.duckdb").exists()
+    assert not any((tmp_path / name).exists() for name in ("interrupted.duckdb", "left.duckdb", "died.duckdb"))
     assert fake.stats()["requests"] == sent_given
 
 
@@ -342,7 +352,8 @@ def test_ctrl_c_and_kill_reach_the_run_the_warm_process_forked(
     code, _, err = finished(command, 60)
     assert code == warm.EXIT_LOST
     assert "interrupted; run the same command again" in err  # the run's own last line, then the command's
-    assert err.rstrip().endswith(f"the warm ifsynth process was stopped while it ran this command (process {child})")
+    assert err.rstrip().endswith(f"its run (process {child}) may not have begun or ended: run the same command again "
+                                 "to continue it")  # fmt: skip
 
 
 def _ignored(pid: int) -> int:
@@ -452,8 +463,38 @@ def test_warm_processes_live_only_where_no_one_else_may_replace_them(
 
 @pytest.mark.parametrize(("flags", "plain"), [([], True), (["-s"], False), (["-O"], False), (["-X", "dev"], False)])
 def test_an_interpreter_with_other_flags_runs_by_itself(flags: list[str], plain: bool) -> None:
+    plain_env = {k: v for k, v in os.environ.items() if not k.startswith("PYTHON")}  # PYTHONWARNINGS is a flag too
     said = subprocess.run(
         [sys.executable, *flags, "-c", "from ifsynth.flows.cli import warm; print(warm._plain_interpreter())"],
-        capture_output=True, text=True, check=True, env={**os.environ, "PYTHONNOUSERSITE": ""},
+        capture_output=True, text=True, check=True, env=plain_env,
     )  # fmt: skip
     assert said.stdout.strip() == str(plain)
+
+
+def test_a_fork_refused_leaves_the_warm_process_as_it_was(runtime: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A process limit or a lack of memory refuses one command's fork: that command runs by itself, and the
+    warm process's signals and files are as before, for the commands after it."""
+    place = warm.Place(runtime / "p")
+    with place.file(".lock").open("ab") as lock:
+        server = warm.Server(place, "key", 60.0, lock)
+        ours, theirs = socket.socketpair()
+        fds = [os.open(os.devnull, os.O_RDWR) for _ in range(3)]
+        before = sorted(os.listdir("/proc/self/fd"))
+        mask = signal.pthread_sigmask(signal.SIG_BLOCK, ())
+
+        def refused() -> int:
+            raise BlockingIOError(11, "Resource temporarily unavailable")
+
+        monkeypatch.setattr(os, "fork", refused)
+        try:
+            with pytest.raises(BlockingIOError):
+                server._fork(ours, {"key": "key"}, fds)
+            assert signal.pthread_sigmask(signal.SIG_BLOCK, ()) == mask
+            assert sorted(os.listdir("/proc/self/fd")) == before
+        finally:
+            signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+            for fd in fds:
+                os.close(fd)
+            for end in (ours, theirs, server.listener):
+                if end is not None:
+                    end.close()

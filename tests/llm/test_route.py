@@ -3,6 +3,7 @@ structured-output style puts in it (and what it leaves alone) is pinned here; an
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import json
 from typing import Any
@@ -13,6 +14,7 @@ from ifsynth.flows.llm.answers import decode_completion
 from ifsynth.flows.llm.route import Route, public_url
 from ifsynth.schemas.answers import RelevanceJudgement, strict_schema
 from ifsynth.schemas.config import Endpoint, StructuredOutput
+from tests.fake_openai import FakeOpenAI
 from tests.helpers import ask
 
 MESSAGES = [{"role": "system", "content": "be brief"}, {"role": "user", "content": "judge this"}]
@@ -116,3 +118,19 @@ def test_key_like_query_parameters_are_not_kept() -> None:
     url = "https://u:p4ss@gw.example.com/v1?api-version=2024-10&key=abcd1234&sig=zzzz9"
     assert public_url(url) == "https://gw.example.com/v1?api-version=2024-10"
     assert sorted(url_secrets(url)) == ["abcd1234", "p4ss", "zzzz9"]
+
+
+def test_a_route_closed_makes_a_new_session_for_its_next_request(fake: FakeOpenAI) -> None:
+    """Closing a route ends its session; a request after that (a stage resumed on the same route) gets a new
+    one, not aiohttp's "Session is closed"."""
+    route = Route(Endpoint(base_url=fake.base_url))
+    request = json.dumps({"model": "m", "messages": MESSAGES}).encode()
+
+    async def twice() -> list[int]:
+        statuses = []
+        for _ in range(2):
+            statuses.append((await route.chat(request, 30.0)).status_code)
+            await route.close()
+        return statuses
+
+    assert asyncio.run(twice()) == [200, 200]
