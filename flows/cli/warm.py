@@ -350,7 +350,7 @@ def _outcome(pid: int, connection: socket.socket) -> int:
         with contextlib.suppress(OSError):
             sys.stderr.write(
                 f"error: the warm ifsynth process was stopped before this command's end; its run (process {pid}) "
-                "may not have begun or ended: run the same command again to continue it\n"
+                "may not have begun or finished: run the same command again to continue it\n"
             )
         return EXIT_LOST
     code = int(reply.get("exit", EXIT_LOST))
@@ -443,6 +443,7 @@ def serve(argv: list[str]) -> None:
         os.ftruncate(2, 0)  # the log (this process's standard error) is this process's alone
     for signum in (*FORWARDED, signal.SIGTSTP):  # not the starting command's (nohup's SIGHUP ignored, say)
         signal.signal(signum, signal.default_int_handler if signum == signal.SIGINT else signal.SIG_DFL)
+    signal.pthread_sigmask(signal.SIG_SETMASK, ())  # nor its blocked signals (SIGCHLD, SIGTERM: reaping, --stop)
     try:
         _preload()
         server = Server(place, key, idle, lock)
@@ -641,20 +642,21 @@ class Server:
         signal.pthread_sigmask(signal.SIG_SETMASK, held)
         os.close(go_read)
         child = self.children[pid] = Child(connection, go_write)
-        import selectors
-
-        self.selector.register(connection, selectors.EVENT_READ, pid)
+        for fd in fds:
+            with contextlib.suppress(OSError):
+                os.close(fd)
+        fds.clear()
         try:  # from here on, whatever fails is this child's end, never a command run twice
+            import selectors
+
+            self.selector.register(connection, selectors.EVENT_READ, pid)
             with contextlib.suppress(OSError):  # here as in the child: a signal to the group never misses it
                 os.setpgid(pid, pid)
-            for fd in fds:
-                os.close(fd)
-            fds.clear()
             self.last = time.monotonic()
             _log(f"command {pid} started")
             connection.sendall(json.dumps({"pid": pid}).encode() + b"\n")  # a few bytes: the buffer takes them
-        except Exception:
-            self._gone(pid, child)
+        except Exception as exc:
+            self._gone(pid, child, f"not begun ({type(exc).__name__}: {exc})")
 
     def _become(self, request: dict[str, Any], fds: list[int], connection: socket.socket, go: int) -> NoReturn:
         """In the child: drop the warm process's files and handlers, take on the command's, wait for the
@@ -755,27 +757,30 @@ class Server:
             os.close(child.go)
             child.go = None
         elif not word:
-            self._gone(pid, child)
+            self._gone(pid, child, f"lost its caller: {'killed' if child.go is None else 'it had not begun'}")
 
-    def _gone(self, pid: int, child: Child) -> None:
-        """The command of ``child`` is gone: so is its run (before it began, its pipe's end tells it too)."""
-        assert child.connection is not None
-        _log(f"command {pid} lost its caller: {'killed' if child.go is None else 'it had not begun'}")
-        self.selector.unregister(child.connection)
-        child.connection.close()
-        child.connection = None
+    def _gone(self, pid: int, child: Child, why: str) -> None:
+        """The command of ``child`` is gone, or cannot be told its run's pid: the run goes too. Its pipe's end
+        first, which alone keeps a run that has not begun from ever beginning; nothing here raises."""
         if child.go is not None:
-            os.close(child.go)
+            with contextlib.suppress(OSError):
+                os.close(child.go)
             child.go = None
+        if child.connection is not None:
+            with contextlib.suppress(KeyError, ValueError):  # not registered yet
+                self.selector.unregister(child.connection)
+            child.connection.close()
+            child.connection = None
+        _log(f"command {pid} {why}")
         _kill_group(pid)
 
 
 def _log(line: str) -> None:
-    """A line of the warm process's log (its standard error): which commands it ran, never what they were. A
-    log that cannot be written (a full disk) costs the commands nothing."""
+    """A line of the warm process's log (its standard error): which commands it ran, never what they were.
+    Written unbuffered: a log that cannot be written (a full disk) loses its line, and leaves nothing in a
+    buffer that a forked run would inherit."""
     with contextlib.suppress(OSError):
-        sys.stderr.write(f"{time.strftime('%Y-%m-%d %H:%M:%S')} {line}\n")
-        sys.stderr.flush()
+        os.write(2, f"{time.strftime('%Y-%m-%d %H:%M:%S')} {line}\n".encode())
 
 
 def _kill_group(pid: int) -> None:

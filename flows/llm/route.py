@@ -407,8 +407,10 @@ class Route:
 
     async def close(self) -> None:
         if self._client is not None:
-            await self._client.close()
-            self._client, self._http, self._chat = None, None, None
+            try:
+                await self._client.close()
+            finally:  # the next request makes a new session
+                self._client, self._http, self._chat = None, None, None
 
     def schema(self, answer: type[Answer]) -> dict[str, Any]:
         """Built once per answer type: pydantic's schema generation is costly at thousands of requests."""

@@ -50,7 +50,9 @@ def _env(runtime: Path, **extra: str) -> dict[str, str]:
 def ifsynth(runtime: Path, *args: str, ignoring: tuple[int, ...] = (), **extra: str) -> subprocess.Popen[str]:
     """The command, run as a user would, ignoring the signals ``ignoring`` (as under nohup)."""
 
-    def ignore() -> None:
+    def ignore() -> None:  # and nothing else, whatever the test process ignores or blocks (run in the background)
+        signal.pthread_sigmask(signal.SIG_SETMASK, ())
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
         for signum in ignoring:
             signal.signal(signum, signal.SIG_IGN)
 
@@ -61,7 +63,7 @@ def ifsynth(runtime: Path, *args: str, ignoring: tuple[int, ...] = (), **extra: 
         text=True,
         env=_env(runtime, **extra),
         cwd=REPO,
-        preexec_fn=ignore if ignoring else None,
+        preexec_fn=ignore,
     )
 
 
@@ -207,13 +209,14 @@ def test_a_later_run_is_forked_from_the_warm_process_and_says_writes_and_exits_a
     assert _state(pid) not in ("gone", "Z")
 
 
-def _caller(runtime: Path, args: list[str], stderr: int | None = None) -> socket.socket:
+def _caller(runtime: Path, args: list[str], stderr: int | None = None, blocked: tuple[int, ...] = ()) -> socket.socket:
     """A command's side of the warm process's protocol, by hand: the request to run ``args`` sent, with
-    ``stderr`` (or nothing) as its standard error. Its pid comes next on the connection."""
+    ``stderr`` (or nothing) as its standard error, the signals a fresh Python ignores, and ``blocked``. Its
+    pid comes next on the connection."""
     caller = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     caller.connect(str(_serving(runtime)))
     request = {**warm._request(), "key": _key_of(runtime), "argv": ["ifsynth", *args], "env": _env(runtime),
-               "cwd": str(REPO)}  # fmt: skip
+               "cwd": str(REPO), "ignored": [signal.SIGPIPE, signal.SIGXFSZ], "blocked": list(blocked)}  # fmt: skip
     data = json.dumps(request).encode()
     with open(os.devnull, "r+b") as null:
         fds = [null.fileno(), null.fileno(), null.fileno() if stderr is None else stderr]
@@ -232,7 +235,9 @@ def _line(caller: socket.socket) -> dict[str, Any]:
     return reply
 
 
-def test_a_run_begins_only_on_its_commands_word(runtime: Path, tmp_path: Path, fake: FakeOpenAI) -> None:
+def test_a_run_begins_only_on_its_commands_word(
+    runtime: Path, tmp_path: Path, fake: FakeOpenAI, make_fake: Callable[..., FakeOpenAI]
+) -> None:
     """A command that gave up on the warm process runs by itself; the run forked for it must then never begin,
     whether the command left (it timed out) or the warm process died before the command's word."""
     _primed(runtime, tmp_path / "a.duckdb", fake)
@@ -275,6 +280,22 @@ def test_a_run_begins_only_on_its_commands_word(runtime: Path, tmp_path: Path, f
     assert _wait_gone(pid)
     assert said(read) == ""
     assert f"command {pid} lost its caller: it had not begun" in _log(runtime)
+
+    # once begun, the run's signal mask is its command's: what the command blocked, and none of the held
+    slow = make_fake(latency=30.0)
+    read, write = os.pipe()
+    caller = _caller(runtime, _run_args(tmp_path / "blocked.duckdb", slow.base_url), write, (signal.SIGWINCH,))
+    os.close(write)
+    pid = _line(caller)["pid"]
+    caller.sendall(warm.GO)
+    deadline = time.monotonic() + 120
+    while slow.stats()["requests"] == 0 and time.monotonic() < deadline:
+        time.sleep(0.1)
+    blocked = int(re.search(r"SigBlk:\s+(\w+)", Path(f"/proc/{pid}/status").read_text()).group(1), 16)  # type: ignore[union-attr]
+    assert blocked & (1 << (signal.SIGWINCH - 1)) and not any(blocked & (1 << (n - 1)) for n in warm.HELD)
+    caller.close()  # the command gone: its run goes too
+    assert _wait_gone(pid)
+    os.close(read)
 
     # the warm process dies before the word comes
     caller, pid, read = attempt("died.duckdb")
@@ -352,8 +373,8 @@ def test_ctrl_c_and_kill_reach_the_run_the_warm_process_forked(
     code, _, err = finished(command, 60)
     assert code == warm.EXIT_LOST
     assert "interrupted; run the same command again" in err  # the run's own last line, then the command's
-    assert err.rstrip().endswith(f"its run (process {child}) may not have begun or ended: run the same command again "
-                                 "to continue it")  # fmt: skip
+    said = f"its run (process {child}) may not have begun or finished: run the same command again to continue it"
+    assert err.rstrip().endswith(said)
 
 
 def _ignored(pid: int) -> int:
@@ -479,18 +500,28 @@ def test_a_fork_refused_leaves_the_warm_process_as_it_was(runtime: Path, monkeyp
         server = warm.Server(place, "key", 60.0, lock)
         ours, theirs = socket.socketpair()
         fds = [os.open(os.devnull, os.O_RDWR) for _ in range(3)]
-        before = sorted(os.listdir("/proc/self/fd"))
         mask = signal.pthread_sigmask(signal.SIG_BLOCK, ())
+        made: list[int] = []
+        real_pipe = os.pipe
+
+        def pipe() -> tuple[int, int]:
+            ends = real_pipe()
+            made.extend(ends)
+            return ends
 
         def refused() -> int:
             raise BlockingIOError(11, "Resource temporarily unavailable")
 
+        monkeypatch.setattr(os, "pipe", pipe)
         monkeypatch.setattr(os, "fork", refused)
         try:
             with pytest.raises(BlockingIOError):
                 server._fork(ours, {"key": "key"}, fds)
             assert signal.pthread_sigmask(signal.SIG_BLOCK, ()) == mask
-            assert sorted(os.listdir("/proc/self/fd")) == before
+            assert len(made) == 2
+            for fd in made:  # the go pipe's two ends, closed
+                with pytest.raises(OSError):
+                    os.fstat(fd)
         finally:
             signal.pthread_sigmask(signal.SIG_SETMASK, mask)
             for fd in fds:
