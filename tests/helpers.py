@@ -12,6 +12,7 @@ import dataclasses
 import json
 import random
 import re
+import signal
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -188,3 +189,11 @@ def synthetic_followir(root: Path, topics: int) -> Path:
         rows = "".join(f"t{t}\td{2 * t}\t1\nt{t}\td{2 * t + 1}\t{kept}\n" for t in range(topics))
         (root / f"qrels_{mode}" / "test.tsv").write_text("query-id\tcorpus-id\tscore\n" + rows)
     return root
+
+
+def as_from_a_shell() -> None:
+    """A child started as a shell starts it, with Ctrl-C deliverable: a signal mask or an ignored SIGINT of the
+    test's process would otherwise be inherited across exec (a pytest-xdist worker that ran flows in process;
+    `make test &`, whose background job ignores SIGINT)."""
+    signal.pthread_sigmask(signal.SIG_SETMASK, ())
+    signal.signal(signal.SIGINT, signal.SIG_DFL)

@@ -21,7 +21,7 @@ from ifsynth.schemas.errors import ConfigError
 from ifsynth.warehouse.store import Warehouse
 from tests.conftest import REPO
 from tests.fake_openai import FakeOpenAI
-from tests.helpers import BUILTIN, synthetic_beir
+from tests.helpers import BUILTIN, as_from_a_shell, synthetic_beir
 from tests.servers import work_pool
 
 pytestmark = pytest.mark.usefixtures("prefect")  # runs flows: on the session's Prefect server
@@ -37,13 +37,6 @@ def run_config(seeds: Path, base_url: str) -> dict[str, Any]:
     sets = ["instructions_per_query=2", "min_group_size=1", "q1_min_score=1"]
     config = resolve("instructir", seeds=f"beir:{seeds}", limit=6, base_url=[base_url], model="m", sets=sets)
     return config.model_dump(mode="json")
-
-
-def as_from_a_shell() -> None:
-    """A child started as a shell starts it, with Ctrl-C deliverable: a signal mask or an ignored SIGINT of the
-    test's process (a pytest-xdist worker that ran flows in process) would otherwise be inherited across exec."""
-    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def finished(deployment: str, parameters: dict[str, Any], seconds: float = 120) -> Any:

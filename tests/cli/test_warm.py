@@ -24,6 +24,7 @@ import pytest
 from ifsynth.flows.cli import warm
 from tests.conftest import REPO
 from tests.fake_openai import FakeOpenAI
+from tests.helpers import as_from_a_shell
 
 pytestmark = pytest.mark.usefixtures("prefect")
 
@@ -50,9 +51,8 @@ def _env(runtime: Path, **extra: str) -> dict[str, str]:
 def ifsynth(runtime: Path, *args: str, ignoring: tuple[int, ...] = (), **extra: str) -> subprocess.Popen[str]:
     """The command, run as a user would, ignoring the signals ``ignoring`` (as under nohup)."""
 
-    def ignore() -> None:  # and nothing else, whatever the test process ignores or blocks (run in the background)
-        signal.pthread_sigmask(signal.SIG_SETMASK, ())
-        signal.signal(signal.SIGINT, signal.SIG_DFL)
+    def ignore() -> None:  # and nothing else, whatever the test process ignores or blocks
+        as_from_a_shell()
         for signum in ignoring:
             signal.signal(signum, signal.SIG_IGN)
 

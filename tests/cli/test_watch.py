@@ -21,6 +21,7 @@ from ifsynth.flows.run import local_prefect
 from ifsynth.flows.run.config import resolve
 from tests.conftest import INSTRUCTIR_SEEDS, REPO, invoke
 from tests.fake_openai import FakeOpenAI
+from tests.helpers import as_from_a_shell
 
 pytestmark = pytest.mark.usefixtures("prefect")  # runs flows: on the session's Prefect server
 
@@ -68,6 +69,7 @@ def watching(
         [sys.executable, "-m", "ifsynth.flows.cli", "--warehouse", str(warehouse), "run", "instructir",
          "--seeds", f"beir:{INSTRUCTIR_SEEDS}", "--base-url", fake.base_url, "--model", "m", *options, "--watch"],
         cwd=REPO, env=env or os.environ, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        preexec_fn=as_from_a_shell,
     )  # fmt: skip
 
 
