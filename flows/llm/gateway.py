@@ -459,35 +459,36 @@ class Gateway:
                 pool.failed(route, exc)
                 raise
             latency = (time.perf_counter() - started) * 1000
-        # Replies come in bunches (a server answers the requests of one moment together), and the request each
-        # freed place wakes runs only after every task already ready: two turns of the loop put those requests
-        # ahead of the work on this bunch's answers (decoding, recording, the stages' handling), so the places
-        # refill at once rather than after the whole bunch is handled (bench/README.md, twelfth round).
-        await asyncio.sleep(0)
-        await asyncio.sleep(0)
+            completion = decode_completion(raw.content)
+            text, finish, prompt_tokens, completion_tokens, logprobs, _ = completion
+            cost = self._cost(body["model"], prompt_tokens, completion_tokens)
+            if self.budget is not None:
+                self.budget.settle(reserved, cost)
+            # journaled before its place is taken again: a run killed at any moment re-sends at most C requests
+            self.warehouse.add_call(
+                CallRecord(
+                    **record,
+                    response=text,
+                    finish_reason=finish,
+                    prompt_tokens=prompt_tokens,
+                    completion_tokens=completion_tokens,
+                    latency_ms=latency,
+                    cost=cost,
+                    http_status=raw.status_code,
+                    logprobs=logprobs,
+                ),
+                request_json=payload,
+            )
         route.limit.succeeded()
         pool.succeeded(route)
         route.rate.observe(raw.headers)
-        completion = decode_completion(raw.content)
-        text, finish, prompt_tokens, completion_tokens, logprobs, _ = completion
-        cost = self._cost(body["model"], prompt_tokens, completion_tokens)
-        if self.budget is not None:
-            self.budget.settle(reserved, cost)
-        self.warehouse.add_call(
-            CallRecord(
-                **record,
-                response=text,
-                finish_reason=finish,
-                prompt_tokens=prompt_tokens,
-                completion_tokens=completion_tokens,
-                latency_ms=latency,
-                cost=cost,
-                http_status=raw.status_code,
-                logprobs=logprobs,
-            ),
-            request_json=payload,
-        )
         route.breaker.succeeded(completion.is_completion)
+        # Replies come in bunches (a server answers the requests of one moment together), and the request each
+        # freed place wakes runs only after every task already ready: two turns of the loop put those requests
+        # ahead of the work on this bunch's answers up the stack (the stages' handling), so the places refill
+        # at once rather than after the whole bunch is handled (bench/README.md, twelfth round).
+        await asyncio.sleep(0)
+        await asyncio.sleep(0)
         return text, finish, logprobs, route
 
     def _say_wait(self, route: Route, exc: BaseException | None, seconds: float) -> None:
