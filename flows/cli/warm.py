@@ -512,6 +512,13 @@ class Child:
     connection: socket.socket | None
     go: int | None
 
+    def close_go(self) -> None:
+        """Close this process's end of the run's pipe: a run that has not begun then never does."""
+        if self.go is not None:
+            with contextlib.suppress(OSError):
+                os.close(self.go)
+            self.go = None
+
 
 class Server:
     def __init__(self, place: Place, key: str, idle: float, lock: Any) -> None:
@@ -675,8 +682,7 @@ class Server:
                 if held is not None:
                     held.close()
             for child in self.children.values():
-                if child.go is not None:
-                    os.close(child.go)
+                child.close_go()
             self.lock.close()
             for fd in self.wake:
                 os.close(fd)
@@ -730,8 +736,7 @@ class Server:
             self.last = time.monotonic()
             code = os.waitstatus_to_exitcode(status)
             _log(f"command {pid} ended: {f'signal {-code}' if code < 0 else f'exit {code}'}")
-            if child.go is not None:
-                os.close(child.go)
+            child.close_go()
             if child.connection is None:
                 continue
             self.selector.unregister(child.connection)
@@ -754,18 +759,14 @@ class Server:
         if word == GO and child.go is not None:
             with contextlib.suppress(OSError):  # a child already gone (killed) reads nothing
                 os.write(child.go, GO)
-            os.close(child.go)
-            child.go = None
+            child.close_go()
         elif not word:
             self._gone(pid, child, f"lost its caller: {'killed' if child.go is None else 'it had not begun'}")
 
     def _gone(self, pid: int, child: Child, why: str) -> None:
         """The command of ``child`` is gone, or cannot be told its run's pid: the run goes too. Its pipe's end
         first, which alone keeps a run that has not begun from ever beginning; nothing here raises."""
-        if child.go is not None:
-            with contextlib.suppress(OSError):
-                os.close(child.go)
-            child.go = None
+        child.close_go()
         if child.connection is not None:
             with contextlib.suppress(KeyError, ValueError):  # not registered yet
                 self.selector.unregister(child.connection)

@@ -489,13 +489,7 @@ async def _read_capped(response: aiohttp.ClientResponse) -> bytes:
     """A reply's body, read through MAX_REPLY_BYTES: one not sized by its headers is refused once past it."""
     if response.content_length is not None:  # within the cap: _refuse saw it
         return await response.read()
-    chunks, left = [], MAX_REPLY_BYTES
-    async for chunk in response.content.iter_any():
-        left -= len(chunk)
-        if left < 0:
-            raise ReplyRejected(f"a reply over {MAX_REPLY_BYTES // 2**20} MB")
-        chunks.append(chunk)
-    return b"".join(chunks)
+    return b"".join([chunk async for chunk in _Capped(response.content.iter_any(), MAX_REPLY_BYTES)])
 
 
 @dataclass(frozen=True)

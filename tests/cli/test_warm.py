@@ -274,7 +274,7 @@ def test_a_run_begins_only_on_its_commands_word(
     # the command leaves with its pid and without the word
     caller, pid, read = attempt("left.duckdb")
     time.sleep(1.0)  # a run that began would have said so by now
-    held = int(re.search(r"SigBlk:\s+(\w+)", Path(f"/proc/{pid}/status").read_text()).group(1), 16)  # type: ignore[union-attr]
+    held = _signals(pid, "SigBlk")
     assert all(held & (1 << (signum - 1)) for signum in warm.HELD)
     caller.close()
     assert _wait_gone(pid)
@@ -291,7 +291,7 @@ def test_a_run_begins_only_on_its_commands_word(
     deadline = time.monotonic() + 120
     while slow.stats()["requests"] == 0 and time.monotonic() < deadline:
         time.sleep(0.1)
-    blocked = int(re.search(r"SigBlk:\s+(\w+)", Path(f"/proc/{pid}/status").read_text()).group(1), 16)  # type: ignore[union-attr]
+    blocked = _signals(pid, "SigBlk")
     assert blocked & (1 << (signal.SIGWINCH - 1)) and not any(blocked & (1 << (n - 1)) for n in warm.HELD)
     caller.close()  # the command gone: its run goes too
     assert _wait_gone(pid)
@@ -353,8 +353,9 @@ def test_ctrl_c_and_kill_reach_the_run_the_warm_process_forked(
     sent = slow.stats()["requests"]
     command = ifsynth(runtime, *_run_args(tmp_path / "f.duckdb", slow.base_url), ignoring=(signal.SIGHUP,))
     child = _forked_child(runtime, slow, after=3, sent=sent)
-    assert _ignored(child) == _ignored(command.pid)
-    assert _ignored(child) & (1 << (signal.SIGHUP - 1)) and not _ignored(child) & (1 << (signal.SIGALRM - 1))
+    ignored = _signals(child, "SigIgn")
+    assert ignored == _signals(command.pid, "SigIgn")
+    assert ignored & (1 << (signal.SIGHUP - 1)) and not ignored & (1 << (signal.SIGALRM - 1))
     os.killpg(child, signal.SIGHUP)
     time.sleep(0.5)
     assert command.poll() is None and _state(child) not in ("gone", "Z")
@@ -377,9 +378,9 @@ def test_ctrl_c_and_kill_reach_the_run_the_warm_process_forked(
     assert err.rstrip().endswith(said)
 
 
-def _ignored(pid: int) -> int:
-    """The signals ``pid`` ignores, as a mask."""
-    return int(re.search(r"SigIgn:\s+(\w+)", Path(f"/proc/{pid}/status").read_text()).group(1), 16)  # type: ignore[union-attr]
+def _signals(pid: int, field: str) -> int:
+    """The signals ``pid`` blocks (``SigBlk``) or ignores (``SigIgn``), as a mask."""
+    return int(re.search(rf"{field}:\s+(\w+)", Path(f"/proc/{pid}/status").read_text()).group(1), 16)  # type: ignore[union-attr]
 
 
 def _forked_child(runtime: Path, fake: FakeOpenAI, after: int, sent: int) -> int:
