@@ -131,11 +131,17 @@ def descendants(pid: int) -> list[int]:
 
 @contextlib.contextmanager
 def fixed_reply(
-    status: int, body: bytes = b"", headers: dict[str, str] | None = None, *, lists_models: bool = False
+    status: int,
+    body: bytes = b"",
+    headers: dict[str, str] | None = None,
+    *,
+    lists_models: bool = False,
+    not_http: bytes | None = None,
 ) -> Iterator[FixedReply]:
     """An endpoint that answers every request with the same raw reply (a 401, an HTML 502, a gzip bomb ...),
     keeping each request's path and headers; ``lists_models``: except ``GET /models``, answered with an empty
-    list, so a run gets past its look at the endpoint and meets the reply in its requests."""
+    list, so a run gets past its look at the endpoint and meets the reply in its requests. ``not_http``: these
+    bytes as they are instead of a reply (a server, or a proxy, that does not speak HTTP there)."""
     hits: list[str] = []
     sent: list[dict[str, str]] = []
 
@@ -145,6 +151,10 @@ def fixed_reply(
             hits.append(self.path)
             sent.append({name.lower(): value for name, value in self.headers.items()})
             listing = lists_models and self.command == "GET" and self.path.endswith("/models")
+            if not_http is not None and not listing:
+                self.wfile.write(not_http)
+                self.close_connection = True
+                return
             reply, extra = (b'{"object": "list", "data": []}', {}) if listing else (body, headers or {})
             self.send_response(200 if listing else status)
             for name, value in {"content-length": str(len(reply)), **extra}.items():

@@ -404,6 +404,13 @@ class Route:
         except ReplyRejected as exc:  # raised by _guard, past the SDK's own error mapping
             request = httpx2.Request(method, f"{self.base_url}{path}")
             raise openai.APIConnectionError(message=f"Reply refused: {exc}", request=request) from exc
+        except aiohttp.ClientResponseError as exc:
+            # bytes that are not an HTTP reply (a bad status line, a malformed header), which neither the SDK nor
+            # its transport maps: raw, the run would stop as on an unexpected error; refused, like any reply no
+            # answer can come from, they fail the request and count toward the breaker's streak
+            refusal = ReplyRejected(f"not an HTTP reply ({' '.join(exc.message.split())})")
+            request = httpx2.Request(method, f"{self.base_url}{path}")
+            raise openai.APIConnectionError(message=f"Reply refused: {refusal}", request=request) from refusal
 
     async def close(self) -> None:
         if self._client is not None:

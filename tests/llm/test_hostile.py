@@ -14,11 +14,11 @@ import pytest
 from ifsynth.flows.llm.gateway import Gateway
 from ifsynth.flows.llm.requests import Reply
 from ifsynth.flows.llm.route import preflight, sendable_key
-from ifsynth.schemas.config import Endpoint
+from ifsynth.schemas.config import Endpoint, RunConfig
 from ifsynth.schemas.errors import EndpointDown
 from ifsynth.warehouse.store import Warehouse
 from tests.fake_openai import FakeOpenAI
-from tests.helpers import GOOD, FakeClock, ask, config
+from tests.helpers import GOOD, FakeClock, ask, config, query
 from tests.servers import fixed_reply
 
 
@@ -81,6 +81,34 @@ def test_a_completion_takes_the_reply_guards(warehouse_path: Path, hostile: str,
 
         (reply,) = asyncio.run(go())
     assert reply.status == "failed" and reply.error is not None and said in reply.error, reply
+
+
+@pytest.mark.parametrize("not_http, said", [
+    (b"THIS IS NOT HTTP\r\n\r\n", "Reply refused: not an HTTP reply (Bad status line:"),
+    (b"HTTP/1.1 200 OK\r\nContent-Length: many\r\n\r\n{}", "Reply refused: not an HTTP reply (Invalid character"),
+])  # fmt: skip
+def test_a_reply_that_is_not_http_fails_its_attempts_not_the_run(
+    warehouse_path: Path, not_http: bytes, said: str
+) -> None:
+    """Bytes that are not an HTTP reply are refused as a reply no answer can come from: the request fails at
+    once (not retried), its attempt is journaled with what was wrong, and aiohttp's own error, which neither
+    the SDK nor its transport maps, does not escape to stop the run."""
+    with fixed_reply(200, not_http=not_http) as server, Warehouse(warehouse_path) as warehouse:
+        endpoint = Endpoint(base_url=server.base_url, timeout=10, max_attempts=2)
+
+        async def go() -> list[Reply]:
+            run = RunConfig(recipe="instructir", seeds="demo", model="m", endpoint=endpoint)
+            async with Gateway(run, warehouse, "run-1", clock=FakeClock()) as gateway:
+                return await gateway.ask_many("judge", [ask()])
+
+        (reply,) = asyncio.run(go())
+        warehouse.flush()
+        rows = query(warehouse, "SELECT error, failure FROM llm_calls ORDER BY attempt")
+    assert reply.status == "failed" and reply.sent == 1 and reply.failure == "terminal", reply
+    assert reply.error is not None and reply.error.startswith("APIConnectionError: " + said), reply.error
+    assert [row["failure"] for row in rows] == ["terminal"], rows
+    assert all(row["error"].startswith("APIConnectionError: " + said) for row in rows), rows
+    assert len(server.hits) == 1
 
 
 @pytest.mark.parametrize("hostile, said", [
