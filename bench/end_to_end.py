@@ -107,7 +107,7 @@ def measure(
         "stage_waves_s": round(waves, 3),
         # within the LLM stages' time, how long no stage had a request in flight (the barriers between them)
         "idle_between_stages_s": round(llm_span - covered(spans), 3),
-        "whole_run_over_ideal": round(first_wall / ideal, 3),
+        "whole_run_over_ideal": round(first_wall / ideal, 3) if ideal else None,  # no ideal at L = 0
         "efficiency_net_of_cached_rerun": round(ideal / (first_wall - cached_wall), 3),
     }
 
