@@ -187,6 +187,54 @@ def stage_times(warehouse: Path, run_id: str) -> list[dict[str, Any]]:
     return stages
 
 
+def slot_budget(warehouse: Path, run_id: str, concurrency: int, latency: float) -> dict[str, Any]:
+    """Where the LLM stages' span goes, in place-seconds (C places over the span): the server's L for every
+    request, what each request took beyond it as the client saw it (``over_latency_s``: its own CPU, the
+    event loop's queue, the server's queue), and the places with no request between its send and its reply,
+    before the bound was first full (``ramp_s``), after it was last full (``tail_s``) and between
+    (``steady_s``): a place is held a moment longer, as its answer is journaled, and its next request waits
+    for the loop. Each figure is divided by C, so they add up to the span in seconds."""
+    from ifsynth.warehouse.store import Warehouse
+
+    with Warehouse(warehouse, read_only=True) as wh:
+        rows = query(
+            wh,
+            "SELECT epoch(created_at) - latency_ms / 1000 AS s, epoch(created_at) AS e, latency_ms FROM llm_calls "
+            "WHERE run_id = ? AND latency_ms IS NOT NULL",
+            [run_id],
+        )
+    moments = sorted([(r["s"], 1) for r in rows] + [(r["e"], -1) for r in rows])
+    first, last = moments[0][0], moments[-1][0]
+    full: list[tuple[float, float]] = []  # the stretches with every place taken
+    in_flight, since = 0, None
+    for at, step in moments:
+        in_flight += step
+        if in_flight >= concurrency and since is None:
+            since = at
+        elif in_flight < concurrency and since is not None:
+            full.append((since, at))
+            since = None
+    start_full, end_full = (full[0][0], full[-1][1]) if full else (last, last)
+    served = sum(r["latency_ms"] for r in rows) / 1000
+
+    def empty(a: float, b: float) -> float:
+        """Place-seconds left empty between a and b."""
+        taken = sum(max(0.0, min(r["e"], b) - max(r["s"], a)) for r in rows)
+        return (concurrency * (b - a) - taken) / concurrency
+
+    percentiles = [0.5, 0.9, 0.99]
+    ranked = sorted(r["latency_ms"] for r in rows)
+    return {
+        "span_s": round(last - first, 3),
+        "latency_s": round(len(rows) * latency / concurrency, 3),
+        "over_latency_s": round((served - len(rows) * latency) / concurrency, 3),
+        "ramp_s": round(empty(first, start_full), 3),
+        "steady_s": round(empty(start_full, end_full), 3),
+        "tail_s": round(empty(end_full, last), 3),
+        "client_latency_ms": {f"p{round(p * 100)}": round(ranked[int(p * (len(ranked) - 1))], 1) for p in percentiles},
+    }
+
+
 def stage_seconds(flow_run_name: str, stages: int, wait: float = 30.0) -> float:
     """The seconds in which any of the flow run's tasks (its stages, one task each; some run together) ran,
     as the local Prefect server the benchmark's commands share recorded them: in a fully cached rerun, the

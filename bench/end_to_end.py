@@ -37,6 +37,7 @@ from bench.common import (
     fake_server,
     finish,
     run_args,
+    slot_budget,
     stage_seconds,
     stage_times,
     synthetic_beir,
@@ -74,6 +75,7 @@ def measure(
         cached_wall = time.perf_counter() - started
         rerun_sent = served() - before if served is not None else again["llm_calls"]["sent"]
         stages = stage_times(warehouse, first["run"])
+        budget = slot_budget(warehouse, first["run"], concurrency, latency)
         reading = stage_seconds(f"instructir/{again['name']}", len(again["stages"])) if env is None else None
     requests = first["llm_calls"]["sent"]
     ideal = requests * latency / concurrency
@@ -104,6 +106,7 @@ def measure(
         "startup_s": round(first_wall - llm_span, 3),
         "llm_span_s": round(llm_span, 3),
         "efficiency_over_stages": round(ideal / llm_span, 3),
+        "llm_span_parts": budget,
         "stage_waves_s": round(waves, 3),
         # within the LLM stages' time, how long no stage had a request in flight (the barriers between them)
         "idle_between_stages_s": round(llm_span - covered(spans), 3),
