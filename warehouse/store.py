@@ -20,7 +20,7 @@ import time
 from array import array
 from bisect import bisect_left
 from collections.abc import Collection, Iterator, Mapping, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from datetime import datetime
 from importlib import resources
 from pathlib import Path
@@ -489,6 +489,19 @@ class Warehouse:
             if self._journal is not None:
                 self._journal.truncate(0)
                 self._journal.seek(0)
+
+    def settle(self) -> None:
+        """Have the background writer write the rows buffered so far, and wait for it here without the lock,
+        so the threads that add rows meanwhile are not held: a flush that follows writes only what they
+        added. A stage that closes while others run settles in a worker thread first, and the run's event
+        loop goes on serving requests while its rows are written (``flows/run/pipeline.py``)."""
+        for _ in range(2):  # the batch under way, then the rows buffered while it was written
+            with self._lock:
+                self._flush_behind()
+                writing = self._writing
+            if writing is None:
+                return
+            wait([writing])
 
     @staticmethod
     def _append(cursor: duckdb.DuckDBPyConnection, table: str, rows: list[dict[str, Any]]) -> None:

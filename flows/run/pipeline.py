@@ -118,6 +118,7 @@ class Pipeline:
         self._tasks: set[asyncio.Task[Any]] = set()
         self._asking = 0  # lots of asks under way
         self._stopping: BudgetExhausted | None = None
+        self._closing = False  # a stage's close is under way
         async with run_gateway(ctx) as gw:
             self._slots = asyncio.Semaphore(IN_FLIGHT_PER_PLACE * gw.capacity)
             for at in range(len(self._feeds)):
@@ -266,18 +267,30 @@ class Pipeline:
         await feed.stage.answer_page(feed.env, gw, entries, record, feed.tally, advance, started)
 
     def _check(self) -> None:
-        """Close every stage that has all its groups and has decided them, in order; the run ends when the
-        last one has closed."""
+        """Close the first stage not closed yet once it has all its groups and has decided them; the stages
+        close one at a time, in order, and the run ends when the last one has closed."""
+        if self._closing:
+            return  # the close under way checks again when it ends
         for at, feed in enumerate(self._feeds):
             if feed.done:
                 continue
-            if not (feed.closed and not feed.waiting and not feed.left):
-                break
-            feed.done = True
-            counts = feed.writer.close(**feed.tally)
-            self.results[feed.order].set_result(counts)
-            if at + 1 < len(self._feeds):
-                self._feeds[at + 1].closed = True
-                self._feeds[at + 1].wake.set()
-        if self._feeds[-1].done and not self._finished.done():
+            if feed.closed and not feed.waiting and not feed.left:
+                self._closing = True
+                self._spawn(self._close(at), at)
+            return
+        if not self._finished.done():
             self._finished.set_result(None)
+
+    async def _close(self, at: int) -> None:
+        """Record stage ``at``'s counts and its inputs' statuses. Its rows are written first in a worker
+        thread (``Warehouse.settle``): written here, they would hold the event loop, and with it every request
+        of the stages still running, for as long as the write takes (a tenth of a second and more)."""
+        feed = self._feeds[at]
+        await asyncio.to_thread(self.ctx.warehouse.settle)
+        counts = feed.writer.close(**feed.tally)
+        feed.done, self._closing = True, False
+        self.results[feed.order].set_result(counts)
+        if at + 1 < len(self._feeds):
+            self._feeds[at + 1].closed = True
+            self._feeds[at + 1].wake.set()
+        self._check()
