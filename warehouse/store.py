@@ -223,6 +223,12 @@ class Warehouse:
         self._sealed_path = self.path.with_name(self.path.name + ".journal.sealed")
         self._journal: BinaryIO | None = None
         self._columns: dict[tuple[str, str], bool] = {}
+        if read_only and not self._made():
+            self._db.close()
+            raise WarehouseError(
+                f"`{self.path}` holds no ifsynth warehouse: its tables were never made (a run stopped as it created "
+                "the file, or the path names another DuckDB file); `ifsynth run` makes them"
+            )
         if not read_only:
             try:
                 self._db.execute(resources.files("ifsynth.warehouse").joinpath("ddl.sql").read_text())
@@ -238,6 +244,12 @@ class Warehouse:
                 self._db.close()
                 raise self._explained(exc) from exc
             self._journal = self._open_journal()
+
+    def _made(self) -> bool:
+        """Whether the file's tables were all made: the schema's version is written after the last of them."""
+        if not self._db.execute("SELECT 1 FROM duckdb_tables() WHERE table_name = 'meta'").fetchone():
+            return False
+        return self._db.execute("SELECT 1 FROM meta WHERE key = 'schema_version'").fetchone() is not None
 
     # -- lifecycle ---------------------------------------------------------------------------------
 

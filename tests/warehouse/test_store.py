@@ -294,6 +294,23 @@ def test_a_truncated_warehouse_is_one_line_that_says_so(tmp_path: Path) -> None:
         query(warehouse, "SELECT sum(length(request)) AS n FROM llm_calls")
 
 
+def test_a_file_whose_tables_were_never_made_is_one_line_and_a_run_makes_them(tmp_path: Path) -> None:
+    """A run stopped between DuckDB's creation of the file and the last of the warehouse's tables leaves a
+    file a reader cannot use: said in one line, not as the first query's missing table; a writer makes them."""
+    path = tmp_path / "w.duckdb"
+    with duckdb.connect(str(path)) as db:
+        db.execute("CREATE TABLE IF NOT EXISTS meta (key VARCHAR PRIMARY KEY, value VARCHAR)")  # stopped after it
+    said = "holds no ifsynth warehouse: its tables were never made"
+    with pytest.raises(WarehouseError, match=said):
+        Warehouse(path, read_only=True)
+    proc = invoke("--warehouse", str(path), "runs")
+    assert proc.returncode != 0 and "Traceback" not in proc.stderr and "Catalog Error" not in proc.stderr
+    assert proc.stderr.strip().count("\n") == 0 and said in proc.stderr
+    Warehouse(path).close()
+    with Warehouse(path, read_only=True) as warehouse:
+        assert warehouse.runs_summary() == []
+
+
 def test_failed_calls_are_not_served_from_the_buffer(tmp_path: Path) -> None:
     with Warehouse(tmp_path / "w.duckdb") as warehouse:
         warehouse.add_call(call(1, error="APITimeoutError: timed out"))
