@@ -203,6 +203,8 @@ def slot_budget(warehouse: Path, run_id: str, concurrency: int, latency: float) 
             "WHERE run_id = ? AND latency_ms IS NOT NULL",
             [run_id],
         )
+    if not rows:
+        raise SystemExit(f"run {run_id} sent no request: no span to split")
     moments = sorted([(r["s"], 1) for r in rows] + [(r["e"], -1) for r in rows])
     first, last = moments[0][0], moments[-1][0]
     full: list[tuple[float, float]] = []  # the stretches with every place taken

@@ -502,11 +502,11 @@ class Warehouse:
                 self._journal.truncate(0)
                 self._journal.seek(0)
 
-    def settle(self) -> None:
+    def drain(self) -> None:
         """Have the background writer write the rows buffered so far, and wait for it here without the lock,
         so the threads that add rows meanwhile are not held: a flush that follows writes only what they
-        added. A stage that closes while others run settles in a worker thread first, and the run's event
-        loop goes on serving requests while its rows are written (``flows/run/pipeline.py``)."""
+        added. A stage that closes while others run drains the warehouse from a worker thread first, and the
+        event loop goes on serving requests while its rows are written (``flows/run/pipeline.py``)."""
         for _ in range(2):  # the batch under way, then the rows buffered while it was written
             with self._lock:
                 self._flush_behind()

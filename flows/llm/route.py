@@ -401,14 +401,16 @@ class Route:
             what = "error" if isinstance(refused, aiohttp.ClientConnectorError) else "reset"
             said = str(refused) or type(refused).__name__
             raise openai.APIConnectionError(message=f"Connection {what}: {said}", request=exc.request) from exc
-        except ReplyRejected as exc:  # raised by _guard, past the SDK's own error mapping
-            request = httpx2.Request(method, f"{self.base_url}{path}")
-            raise openai.APIConnectionError(message=f"Reply refused: {exc}", request=request) from exc
-        except aiohttp.ClientResponseError as exc:
-            # bytes that are not an HTTP reply (a bad status line, a malformed header), which neither the SDK nor
-            # its transport maps: raw, the run would stop as on an unexpected error; refused, like any reply no
-            # answer can come from, they fail the request and count toward the breaker's streak
-            refusal = ReplyRejected(f"not an HTTP reply ({' '.join(exc.message.split())})")
+        except (ReplyRejected, aiohttp.ClientResponseError) as exc:
+            # ReplyRejected: raised by _guard, past the SDK's own error mapping. ClientResponseError: bytes that
+            # are not an HTTP reply (a bad status line, a malformed header), which neither the SDK nor its
+            # transport maps; raw, the run would stop as on an unexpected error. Refused, like any reply no
+            # answer can come from, they fail the request and count toward the breaker's streak; the bytes are
+            # the server's, so a secret it echoed is scrubbed and the line is cut.
+            refusal = exc
+            if isinstance(exc, aiohttp.ClientResponseError):
+                refusal = ReplyRejected(f"not an HTTP reply ({self.scrub(' '.join(exc.message.split()))[:160]})")
+                refusal.__cause__ = exc  # kept for --debug's traceback
             request = httpx2.Request(method, f"{self.base_url}{path}")
             raise openai.APIConnectionError(message=f"Reply refused: {refusal}", request=request) from refusal
 

@@ -282,15 +282,24 @@ class Pipeline:
             self._finished.set_result(None)
 
     async def _close(self, at: int) -> None:
-        """Record stage ``at``'s counts and its inputs' statuses. Its rows are written first in a worker
-        thread (``Warehouse.settle``): written here, they would hold the event loop, and with it every request
-        of the stages still running, for as long as the write takes (a tenth of a second and more)."""
+        """Close stage ``at``. Its rows are written first in a worker thread (``Warehouse.drain``): written
+        here, they would hold the event loop, and with it every request of the stages still running, for as
+        long as the write takes (a tenth of a second and more). A run that stops meanwhile still records the
+        stage, which has decided all it had, as it did when the close took no turn of the loop."""
+        try:
+            await asyncio.to_thread(self.ctx.warehouse.drain)
+        except asyncio.CancelledError:
+            self._record(at)
+            raise
+        self._record(at)
+        self._check()
+
+    def _record(self, at: int) -> None:
+        """Stage ``at``'s counts and its inputs' statuses, written; the next stage may then close."""
         feed = self._feeds[at]
-        await asyncio.to_thread(self.ctx.warehouse.settle)
         counts = feed.writer.close(**feed.tally)
         feed.done, self._closing = True, False
         self.results[feed.order].set_result(counts)
         if at + 1 < len(self._feeds):
             self._feeds[at + 1].closed = True
             self._feeds[at + 1].wake.set()
-        self._check()

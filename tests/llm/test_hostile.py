@@ -84,8 +84,8 @@ def test_a_completion_takes_the_reply_guards(warehouse_path: Path, hostile: str,
 
 
 @pytest.mark.parametrize("not_http, said", [
-    (b"THIS IS NOT HTTP\r\n\r\n", "Reply refused: not an HTTP reply (Bad status line:"),
-    (b"HTTP/1.1 200 OK\r\nContent-Length: many\r\n\r\n{}", "Reply refused: not an HTTP reply (Invalid character"),
+    (b"THIS IS NOT HTTP\r\n\r\n", "THIS IS NOT HTTP"),
+    (b"HTTP/1.1 200 OK\r\nContent-Length: many\r\n\r\n{}", "Content-Length"),
 ])  # fmt: skip
 def test_a_reply_that_is_not_http_fails_its_attempts_not_the_run(
     warehouse_path: Path, not_http: bytes, said: str
@@ -105,10 +105,38 @@ def test_a_reply_that_is_not_http_fails_its_attempts_not_the_run(
         warehouse.flush()
         rows = query(warehouse, "SELECT error, failure FROM llm_calls ORDER BY attempt")
     assert reply.status == "failed" and reply.sent == 1 and reply.failure == "terminal", reply
-    assert reply.error is not None and reply.error.startswith("APIConnectionError: " + said), reply.error
+    # aiohttp's own words differ between its C and its pure-Python parser; both quote what they could not read
+    refused = "APIConnectionError: Reply refused: not an HTTP reply ("
+    assert reply.error is not None and reply.error.startswith(refused) and said in reply.error, reply.error
     assert [row["failure"] for row in rows] == ["terminal"], rows
-    assert all(row["error"].startswith("APIConnectionError: " + said) for row in rows), rows
+    assert all(row["error"] == reply.error for row in rows), rows
     assert len(server.hits) == 1
+
+
+def test_replies_that_are_not_http_stop_the_run_in_a_line_without_the_key_they_echo(
+    warehouse_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The bytes quoted are the server's: a key it echoed is scrubbed from the breaker's line as from the
+    journal, and ten such replies in a row stop the run as any replies it refuses."""
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-echoed-0123456789abcdef")
+    echoed = b"sk-echoed-0123456789abcdef IS NOT HTTP\r\n\r\n"
+    with fixed_reply(200, not_http=echoed) as server, Warehouse(warehouse_path) as warehouse:
+        endpoint = Endpoint(base_url=server.base_url, timeout=10, max_attempts=1, concurrency=1)
+
+        async def go() -> list[Reply]:
+            run = RunConfig(recipe="instructir", seeds="demo", model="m", endpoint=endpoint)
+            async with Gateway(run, warehouse, "run-1", clock=FakeClock()) as gateway:
+                return await gateway.ask_many("judge", [ask(f"passage {i}") for i in range(12)])
+
+        with pytest.raises(EndpointDown) as stopped:
+            asyncio.run(go())
+        warehouse.flush()
+        stored = query(warehouse, "SELECT error FROM llm_calls")
+    assert server.sent[0]["authorization"] == "Bearer sk-echoed-0123456789abcdef"  # the key was sent
+    said = str(stopped.value)
+    assert "sent replies ifsynth refuses (not an HTTP reply (" in said and "IS NOT HTTP" in said, said
+    assert len(stored) == 10 and all("IS NOT HTTP" in row["error"] for row in stored)
+    assert "0123456789abcdef" not in said and not any("0123456789abcdef" in row["error"] for row in stored)
 
 
 @pytest.mark.parametrize("hostile, said", [

@@ -4,17 +4,21 @@ the later stages asking while the earlier ones still do."""
 from __future__ import annotations
 
 import itertools
+import os
+import signal
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from ifsynth.flows.run import signals
 from ifsynth.flows.run.config import resolve
 from ifsynth.flows.run.pipeline import together
 from ifsynth.flows.run.registry import recipe
 from ifsynth.flows.run.runner import execute
-from ifsynth.schemas.errors import BudgetExhausted
+from ifsynth.schemas.errors import BudgetExhausted, Interrupted
 from ifsynth.warehouse.store import Warehouse
 from tests.fake_openai import FakeOpenAI
 from tests.helpers import query, sensible
@@ -96,3 +100,30 @@ def test_a_budget_spent_mid_set_stops_the_run_with_its_answers_kept(server: Fake
     assert status == "stopped"
     assert sum(by_stage.values()) == 30, "what was in flight finished and was kept; nothing more was sent"
     assert by_stage.get("judge_relevance", 0) > 0, "the budget ran out while the stages ran together"
+
+
+def test_a_stop_while_a_stage_closes_still_records_the_stage(
+    server: FakeOpenAI, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The first stage of the set has decided all its inputs and its rows are being written (in a worker
+    thread) when Ctrl-C comes: the run stops, and the stage's counts and statuses are recorded all the same."""
+    drain = Warehouse.drain
+
+    def interrupted(self: Warehouse) -> None:
+        os.kill(os.getpid(), signal.SIGINT)  # reaches the run's handler in the main thread, which stops the loop
+        time.sleep(0.5)
+        drain(self)
+
+    monkeypatch.setattr(Warehouse, "drain", interrupted)
+    warehouse = tmp_path / "w.duckdb"
+    try:
+        with pytest.raises(Interrupted):
+            run(server, warehouse, "instructir")
+    finally:
+        signals._received.clear()  # the stop is forgotten: a later test of this process reads none
+    with Warehouse(warehouse, read_only=True) as wh:
+        status = wh.run().status
+        recorded = query(wh, "SELECT stage, n_in FROM stage_counts ORDER BY ord")
+    assert status == "interrupted"
+    assert [row["stage"] for row in recorded] == ["select", "instructions"], recorded
+    assert recorded[1]["n_in"] > 0

@@ -81,17 +81,17 @@ def test_full_batch_is_written_behind_and_its_answers_stay_served(
         assert not sealed.exists() and journal_lines(journal) == 0
 
 
-def test_settle_writes_what_is_buffered_in_the_background_and_holds_no_one_who_adds_meanwhile(
+def test_drain_writes_what_is_buffered_in_the_background_and_holds_no_one_who_adds_meanwhile(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A stage that closes while others run settles in a worker thread: its rows are written by the
+    """A stage that closes while others run drains the warehouse from a worker thread: its rows are written by the
     background writer while the thread that adds calls (the run's event loop) goes on; the rows added meanwhile
     are written too, and nothing is left for the flush that follows."""
     gate, writing = threading.Event(), threading.Event()
     write = Warehouse._write
 
     def gated(self: Warehouse, batch: dict[str, list[dict[str, Any]]]) -> None:
-        assert in_writer(), "settle writes through the background writer"
+        assert in_writer(), "drain writes through the background writer"
         writing.set()
         assert gate.wait(10)
         write(self, batch)
@@ -100,8 +100,8 @@ def test_settle_writes_what_is_buffered_in_the_background_and_holds_no_one_who_a
     with Warehouse(tmp_path / "w.duckdb") as warehouse:
         for i in range(3):
             warehouse.add_call(call(i))
-        settling = threading.Thread(target=warehouse.settle)
-        settling.start()
+        draining = threading.Thread(target=warehouse.drain)
+        draining.start()
         assert writing.wait(10)  # the three calls are being written, and the writer is held
 
         def add_two() -> None:
@@ -112,10 +112,10 @@ def test_settle_writes_what_is_buffered_in_the_background_and_holds_no_one_who_a
         adding.start()
         adding.join(10)
         assert not adding.is_alive(), "adding a call waited for the write under way"
-        assert committed(warehouse) == 0 and settling.is_alive()
+        assert committed(warehouse) == 0 and draining.is_alive()
         gate.set()
-        settling.join(10)
-        assert not settling.is_alive()
+        draining.join(10)
+        assert not draining.is_alive()
         assert committed(warehouse) == 5  # the calls added while the first batch was written, as well
         assert not any(warehouse._buffers.values())
 
