@@ -17,11 +17,13 @@ import uuid
 from collections.abc import Iterator, Mapping
 from typing import Any
 
+import aiohttp
+
 from ifsynth.flows.llm import openai
 from ifsynth.flows.llm.answers import call_cost, completion_of
 from ifsynth.flows.llm.requests import Ask
 from ifsynth.flows.llm.retry import is_transient_status
-from ifsynth.flows.llm.route import Route, error_text
+from ifsynth.flows.llm.route import Route, error_text, not_http
 from ifsynth.schemas.config import Price
 from ifsynth.schemas.errors import BatchFailed, EndpointDown
 from ifsynth.schemas.records import CallRecord, Failure
@@ -57,10 +59,14 @@ async def fetch(
 
 @contextlib.contextmanager
 def _refused(route: Route, call: str) -> Iterator[None]:
-    """An SDK error of a Batch API call, as one line without the route's secrets (a server may echo the key
-    into its error) and without the SDK's error chained under it, which a traceback would print."""
+    """An SDK error of a Batch API call, or bytes that are not an HTTP reply (which the SDK does not map), as
+    one line without the route's secrets (a server may echo the key into its error) and without the error
+    chained under it, which a traceback would print."""
     try:
         yield
+    except aiohttp.ClientResponseError as exc:
+        said = f"failed {call} (Reply refused: {not_http(exc, route.scrub)}); the run stopped, and continues when rerun"
+        raise EndpointDown(f"endpoint {route.base_url} {said}") from None
     except openai.APIError as exc:
         status = exc.status_code if isinstance(exc, openai.APIStatusError) else None
         if call == "POST /files" and status in (404, 405, 501):

@@ -95,6 +95,15 @@ def error_text(exc: BaseException, scrub: Callable[[str], str]) -> str:
     return scrub(" ".join(str(exc).split()))[:300]
 
 
+def not_http(exc: aiohttp.ClientResponseError, scrub: Callable[[str], str]) -> ReplyRejected:
+    """Bytes that are not an HTTP reply (a bad status line, a malformed header), which neither the SDK nor its
+    aiohttp transport maps, as the refusal of a reply. The bytes quoted are the server's: a secret it echoed
+    is scrubbed, and the line is cut. aiohttp's error stays its cause, for ``--debug``'s traceback."""
+    refusal = ReplyRejected(f"not an HTTP reply ({scrub(' '.join(exc.message.split()))[:160]})")
+    refusal.__cause__ = exc
+    return refusal
+
+
 def _addressing(url: str, key: str | None) -> dict[str, Any]:
     """How an SDK client reaches ``url``: the bare URL, its query as the client's default query (the SDK would
     append paths after it), and ``user:password@`` as HTTP Basic auth (aiohttp refuses credentials in the URL
@@ -405,12 +414,8 @@ class Route:
             # ReplyRejected: raised by _guard, past the SDK's own error mapping. ClientResponseError: bytes that
             # are not an HTTP reply (a bad status line, a malformed header), which neither the SDK nor its
             # transport maps; raw, the run would stop as on an unexpected error. Refused, like any reply no
-            # answer can come from, they fail the request and count toward the breaker's streak; the bytes are
-            # the server's, so a secret it echoed is scrubbed and the line is cut.
-            refusal = exc
-            if isinstance(exc, aiohttp.ClientResponseError):
-                refusal = ReplyRejected(f"not an HTTP reply ({self.scrub(' '.join(exc.message.split()))[:160]})")
-                refusal.__cause__ = exc  # kept for --debug's traceback
+            # answer can come from, they fail the request and count toward the breaker's streak.
+            refusal = not_http(exc, self.scrub) if isinstance(exc, aiohttp.ClientResponseError) else exc
             request = httpx2.Request(method, f"{self.base_url}{path}")
             raise openai.APIConnectionError(message=f"Reply refused: {refusal}", request=request) from refusal
 

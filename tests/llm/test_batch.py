@@ -11,11 +11,12 @@ import pytest
 
 from ifsynth.flows.llm.gateway import Gateway
 from ifsynth.flows.llm.requests import Reply
-from ifsynth.schemas.config import RunConfig
+from ifsynth.schemas.config import Endpoint, RunConfig
 from ifsynth.schemas.errors import EndpointDown
 from ifsynth.warehouse.store import Warehouse
 from tests.fake_openai import FakeOpenAI
 from tests.helpers import GOOD, ask, config, query
+from tests.servers import fixed_reply
 
 
 def batch_config(fake: FakeOpenAI) -> RunConfig:
@@ -59,6 +60,25 @@ def test_batch_answers_land_under_the_live_keys_and_no_chat_request_is_sent(
 def test_a_server_without_a_batch_api_is_one_line(make_fake: Callable[..., FakeOpenAI], warehouse_path: Path) -> None:
     with pytest.raises(EndpointDown, match=r"has no Batch API \(POST /files answered 404\): drop --batch"):
         answer_in_batch(make_fake(batch_api=False), warehouse_path, 2)
+
+
+def test_a_batch_call_answered_with_what_is_not_http_is_one_line(warehouse_path: Path) -> None:
+    """Bytes that are not an HTTP reply to a Batch API call stop the run in one line, as a live request's do,
+    not as aiohttp's own error, which neither the SDK nor its transport maps."""
+    with fixed_reply(200, not_http=b"THIS IS NOT HTTP\r\n\r\n") as server:
+        endpoint = Endpoint(base_url=server.base_url, timeout=10)
+        run = RunConfig(recipe="instructir", seeds="demo", model="m", endpoint=endpoint, batch=True)
+
+        async def go() -> list[Reply]:
+            with Warehouse(warehouse_path) as warehouse:
+                async with Gateway(run, warehouse, "run-1") as gateway:
+                    return await gateway.ask_many("judge", [ask("q")])
+
+        with pytest.raises(EndpointDown) as stopped:
+            asyncio.run(go())
+    said = str(stopped.value)
+    assert said.startswith(f"endpoint {server.base_url} failed POST /files (Reply refused: not an HTTP reply ("), said
+    assert "THIS IS NOT HTTP" in said and said.endswith("the run stopped, and continues when rerun"), said
 
 
 def test_a_run_stopped_while_waiting_polls_the_same_batch(fake: FakeOpenAI, warehouse_path: Path) -> None:
