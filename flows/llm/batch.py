@@ -17,9 +17,7 @@ import uuid
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-import aiohttp
-
-from ifsynth.flows.llm import openai
+from ifsynth.flows.llm import aiohttp, openai
 from ifsynth.flows.llm.answers import call_cost, completion_of
 from ifsynth.flows.llm.requests import Ask
 from ifsynth.flows.llm.retry import is_transient_status
