@@ -62,17 +62,18 @@ def _refused(route: Route, call: str) -> Iterator[None]:
     chained under it, which a traceback would print."""
     try:
         yield
-    except aiohttp.ClientResponseError as exc:
-        said = f"failed {call} (Reply refused: {not_http(exc, route.scrub)}); the run stopped, and continues when rerun"
-        raise EndpointDown(f"endpoint {route.base_url} {said}") from None
-    except openai.APIError as exc:
+    except (openai.APIError, aiohttp.ClientResponseError) as exc:
         status = exc.status_code if isinstance(exc, openai.APIStatusError) else None
         if call == "POST /files" and status in (404, 405, 501):
             said = f"has no Batch API ({call} answered {status}): drop --batch to send the requests one by one"
         elif status in (401, 403):
             said = f"answered {status} to {call}: {route.breaker.key_advice}"
         else:
-            error = f"{type(exc).__name__}: {error_text(exc, route.scrub)}"
+            error = (
+                f"Reply refused: {not_http(exc, route.scrub)}"
+                if isinstance(exc, aiohttp.ClientResponseError)
+                else f"{type(exc).__name__}: {error_text(exc, route.scrub)}"
+            )
             said = f"failed {call} ({error}); the run stopped, and continues when rerun"
         raise EndpointDown(f"endpoint {route.base_url} {said}") from None
 
