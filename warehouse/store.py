@@ -246,10 +246,12 @@ class Warehouse:
             self._journal = self._open_journal()
 
     def _made(self) -> bool:
-        """Whether the file's tables were all made: the schema's version is written after the last of them."""
-        if not self._db.execute("SELECT 1 FROM duckdb_tables() WHERE table_name = 'meta'").fetchone():
+        """Whether the file's tables were all made: the schema's version is written after the last of them.
+        One query on every reader's open; a file without even the ``meta`` table answers it with an error."""
+        try:
+            return self._db.execute("SELECT 1 FROM meta WHERE key = 'schema_version'").fetchone() is not None
+        except duckdb.CatalogException:
             return False
-        return self._db.execute("SELECT 1 FROM meta WHERE key = 'schema_version'").fetchone() is not None
 
     # -- lifecycle ---------------------------------------------------------------------------------
 
