@@ -303,6 +303,9 @@ def test_a_file_whose_tables_were_never_made_is_one_line_and_a_run_makes_them(tm
     said = "holds no ifsynth warehouse: its tables were never made"
     with pytest.raises(WarehouseError, match=said):
         Warehouse(path, read_only=True)
+    duckdb.connect(str(tmp_path / "empty.duckdb")).close()  # stopped before the first table
+    with pytest.raises(WarehouseError, match=said):
+        Warehouse(tmp_path / "empty.duckdb", read_only=True)
     proc = invoke("--warehouse", str(path), "runs")
     assert proc.returncode != 0 and "Traceback" not in proc.stderr and "Catalog Error" not in proc.stderr
     assert proc.stderr.strip().count("\n") == 0 and said in proc.stderr
