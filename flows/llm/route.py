@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextlib
+import functools
 import ipaddress
 import json
 import os
@@ -229,6 +230,7 @@ async def _look(endpoint: Endpoint, notify: Callable[[str], None]) -> None:
     try:
         async with (
             httpx2.AsyncClient(
+                verify=tls(),
                 headers=headers,
                 params=addressing["default_query"],
                 timeout=within,
@@ -255,6 +257,30 @@ async def _look(endpoint: Endpoint, notify: Callable[[str], None]) -> None:
         advice = key_advice(endpoint.api_key_env, endpoint.base_url, key)
         raise EndpointDown(f"endpoint {where} answered {response.status_code}: {advice}")
     # anything else it answers (no /models, a redirect, a proxy's page) is left to the run's breaker
+
+
+def tls() -> ssl.SSLContext:
+    """The TLS context this process's clients verify with, as httpx makes it (``SSL_CERT_FILE``/``SSL_CERT_DIR``
+    when set, else the system's certificates). Reading the certificates costs about 50 ms a time, once for the
+    look and once for the SDK's client; made once instead, and in the warm process before it forks, so that a
+    run it serves reads none. A changed certificate file or folder makes a new one."""
+    paths = ssl.get_default_verify_paths()
+    chosen = (os.environ.get("SSL_CERT_FILE"), os.environ.get("SSL_CERT_DIR"))
+    places = (*chosen, paths.openssl_cafile, paths.openssl_capath)
+    return _tls(tuple(_stamp(place) for place in places))
+
+
+def _stamp(place: str | None) -> tuple[str, int, int] | None:
+    try:
+        found = os.stat(place) if place else None
+    except OSError:
+        return None
+    return None if found is None else (str(place), found.st_mtime_ns, found.st_size)
+
+
+@functools.lru_cache(maxsize=1)
+def _tls(stamps: tuple[tuple[str, int, int] | None, ...]) -> ssl.SSLContext:
+    return httpx2.create_ssl_context()
 
 
 def _preflight_pool(endpoint: Endpoint, notify: Callable[[str], None]) -> None:
@@ -306,6 +332,7 @@ class Route:
         if self._client is None:
             connections = self.limit.maximum
             http_client = openai.DefaultAioHttpClient(
+                verify=tls(),
                 limits=httpx2.Limits(max_connections=connections, max_keepalive_connections=connections),
                 follow_redirects=False,  # a redirected POST loses its body; the breaker names the target
                 headers={"Accept-Encoding": "identity"},

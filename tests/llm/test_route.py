@@ -6,12 +6,15 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import json
+from pathlib import Path
 from typing import Any
 
+import certifi
+import httpx2
 import pytest
 
 from ifsynth.flows.llm.answers import decode_completion
-from ifsynth.flows.llm.route import Route, public_url
+from ifsynth.flows.llm.route import Route, public_url, tls
 from ifsynth.schemas.answers import RelevanceJudgement, strict_schema
 from ifsynth.schemas.config import Endpoint, StructuredOutput
 from tests.fake_openai import FakeOpenAI
@@ -134,3 +137,18 @@ def test_a_route_closed_makes_a_new_session_for_its_next_request(fake: FakeOpenA
         return statuses
 
     assert asyncio.run(twice()) == [200, 200]
+
+
+def test_the_clients_share_one_tls_context_until_the_certificates_change(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    bundle = tmp_path / "ca.pem"
+    bundle.write_bytes(Path(certifi.where()).read_bytes())
+    monkeypatch.setenv("SSL_CERT_FILE", str(bundle))
+    shared = tls()
+    route = Route(Endpoint(base_url="https://llm.example/v1"))
+    assert route.client is not None and route._http is not None
+    transport = route._http._transport_for_url(httpx2.URL("https://llm.example/v1/chat/completions"))
+    assert getattr(transport, "ssl_context", None) is shared and tls() is shared
+    bundle.write_bytes(bundle.read_bytes() + b"\n")  # the certificates updated: read again
+    assert tls() is not shared
