@@ -502,6 +502,22 @@ def _preload() -> None:
     for name in LIBRARIES:
         with contextlib.suppress(ImportError):  # another version of a library may have no module of that name
             importlib.import_module(name)
+    _ahead()
+
+
+def _ahead() -> None:
+    """What each run would make the same way, made here once, before runs are forked: the TLS context
+    (flows/llm/route.py, ``tls``) and Prefect's settings for the local server recorded now
+    (flows/run/prefect_api.py, ``prepare``). Called again once no command runs: the local server may have
+    started since. Whatever fails here, a run makes for itself, and says why."""
+    from ifsynth.flows.llm.route import tls
+    from ifsynth.flows.run.prefect_api import prepare
+
+    for make in (tls, prepare):
+        try:
+            make()
+        except Exception as exc:
+            _log(f"not made ahead ({make.__name__}): {type(exc).__name__}: {exc}")
 
 
 @dataclass
@@ -590,6 +606,8 @@ class Server:
                     with contextlib.suppress(BlockingIOError):
                         os.read(wake_read, 512)
                     self._reap()
+                    if not self.children:
+                        _ahead()
                 elif isinstance(event.data, int) and event.data in self.children:
                     self._heard(event.data)
 

@@ -98,7 +98,7 @@ def running(folder: Path | None = None) -> LocalServer | None:
     """The local server, when one answers at the address its state file gives and runs this Prefect."""
     import prefect
 
-    server = _recorded(folder or state_dir())
+    server = recorded_server(folder)
     if server is None:
         return None
     if server.prefect != prefect.__version__ or not answers(server.url + "/health", HUNG_SECONDS):
@@ -170,10 +170,10 @@ def _identity(port: int, pid: int) -> LocalServer:
     return LocalServer(url=f"http://127.0.0.1:{port}/api", pid=pid, prefect=prefect.__version__)
 
 
-def _recorded(folder: Path) -> LocalServer | None:
+def recorded_server(folder: Path | None = None) -> LocalServer | None:
     """The server that ``server.json`` names, whether or not it runs."""
     try:
-        return LocalServer(**json.loads((folder / "server.json").read_text()))
+        return LocalServer(**json.loads(((folder or state_dir()) / "server.json").read_text()))
     except (OSError, ValueError, TypeError):
         return None
 
@@ -181,7 +181,7 @@ def _recorded(folder: Path) -> LocalServer | None:
 def _forget(folder: Path, server: LocalServer) -> None:
     """Remove ``server.json`` if it names ``server``, and only then: another server's record is how commands
     find that one. The caller holds the start lock, so no command writes the file in between."""
-    if _recorded(folder) == server:
+    if recorded_server(folder) == server:
         (folder / "server.json").unlink()
 
 
@@ -257,7 +257,7 @@ def _retire_when_idle(folder: Path, me: LocalServer, idle: float) -> None:
                 fcntl.flock(start, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
                 continue
-            if _recorded(folder) != me:
+            if recorded_server(folder) != me:
                 os._exit(0)
             try:
                 fcntl.flock(lease, fcntl.LOCK_EX | fcntl.LOCK_NB)

@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from ifsynth.flows.run.local_prefect import answers, local_prefect
+from ifsynth.flows.run.local_prefect import answers, local_prefect, recorded_server
 from ifsynth.schemas.errors import ConfigError
 
 
@@ -31,16 +31,50 @@ def prefect_api(notify: Callable[[str], None] = lambda _: None) -> Iterator[None
     configured = os.environ.get("PREFECT_API_URL")
     if configured:
         _check_configured(configured)
-    from prefect.settings import PREFECT_API_URL, PREFECT_FLOWS_HEARTBEAT_FREQUENCY, temporary_settings
+    from prefect.context import SettingsContext, get_settings_context
 
-    updates: dict[Any, Any] = {}
-    if not os.environ.get("PREFECT_FLOWS_HEARTBEAT_FREQUENCY"):
-        updates[PREFECT_FLOWS_HEARTBEAT_FREQUENCY] = None
     with contextlib.ExitStack() as stack:
-        if not configured:
-            updates[PREFECT_API_URL] = stack.enter_context(local_prefect(notify))
-        stack.enter_context(temporary_settings(updates=updates))
+        local = None if configured else stack.enter_context(local_prefect(notify))
+        current = get_settings_context()
+        stack.enter_context(SettingsContext(profile=current.profile, settings=_settings(current.settings, local)))
         yield
+
+
+def prepare() -> None:
+    """The settings a run of the local server recorded now takes, made ahead: the warm process calls this
+    between commands, so that the runs it forks find them made."""
+    if os.environ.get("PREFECT_API_URL"):
+        return
+    server = recorded_server()
+    if server is not None:
+        from prefect.context import get_settings_context
+
+        _settings(get_settings_context().settings, server.url)
+
+
+_MADE: dict[tuple[int, str | None, str | None], tuple[Any, Any]] = {}
+
+
+def _settings(base: Any, local: str | None) -> Any:
+    """``base`` (Prefect's settings) with the local server's API URL, if one is used, and no heartbeats unless
+    asked for, as Prefect's ``temporary_settings`` makes them. Made once for each: Prefect builds new settings
+    by reading every setting from the environment again, a fifth of a second of every command (bench/README.md,
+    fourteenth round)."""
+    from prefect.settings import PREFECT_API_URL, PREFECT_FLOWS_HEARTBEAT_FREQUENCY
+
+    heartbeat = os.environ.get("PREFECT_FLOWS_HEARTBEAT_FREQUENCY")
+    key = (id(base), local, heartbeat)
+    made = _MADE.get(key)
+    if made is None or made[0] is not base:  # the base kept with its settings: its id is never another's
+        updates: dict[Any, Any] = {}
+        if not heartbeat:
+            updates[PREFECT_FLOWS_HEARTBEAT_FREQUENCY] = None
+        if local is not None:
+            updates[PREFECT_API_URL] = local
+        if len(_MADE) >= 8:  # the local server's port changes only as it is started again
+            _MADE.clear()
+        made = _MADE[key] = (base, base.copy_with_update(updates=updates))
+    return made[1]
 
 
 def _check_configured(url: str) -> None:

@@ -13,15 +13,16 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
 import prefect
 import pytest
 
+from ifsynth.flows.cli import warm
 from ifsynth.flows.run import local_prefect
-from ifsynth.flows.run.prefect_api import free_port, prefect_api
+from ifsynth.flows.run.prefect_api import free_port, prefect_api, prepare
 from ifsynth.schemas.errors import Interrupted
 from tests.conftest import REPO, invoke
 from tests.fake_openai import FakeOpenAI
@@ -36,6 +37,7 @@ with local_prefect(lambda line: print("note:", line, flush=True)) as url:
 # The server's entry point, checking its state every argv[1] seconds instead of every CHECK_SECONDS.
 SERVER = """
 import sys
+from ifsynth.flows.cli import warm
 from ifsynth.flows.run import local_prefect
 local_prefect.CHECK_SECONDS = float(sys.argv[1])
 local_prefect.main(sys.argv[2:])
@@ -279,3 +281,30 @@ def answering(delay: float = 0.0) -> Iterator[str]:
             yield f"http://127.0.0.1:{health.server_address[1]}/api"
         finally:
             health.shutdown()
+
+
+@pytest.mark.parametrize("ahead", [prepare, warm._ahead], ids=["prepare", "warm"])
+def test_prefects_settings_made_ahead_are_the_ones_a_run_takes(
+    home: Path, monkeypatch: pytest.MonkeyPatch, ahead: Callable[[], None]
+) -> None:
+    """The warm process makes them between commands (flows/cli/warm.py); a run then does not make them again,
+    and a heartbeat a user asks for is still theirs."""
+    from prefect.settings import Settings, get_current_settings
+
+    with answering() as url:
+        folder = home / "ifsynth-server"
+        folder.mkdir(parents=True)
+        record = {"url": url, "pid": os.getpid(), "prefect": prefect.__version__}  # a pid local_prefect never kills
+        (folder / "server.json").write_text(json.dumps(record))
+        ahead()
+        made = Settings.copy_with_update
+        monkeypatch.setattr(Settings, "copy_with_update", lambda *_, **__: pytest.fail("settings made again"))
+        with prefect_api():
+            taken = get_current_settings()
+            assert taken.api.url == url and taken.flows.heartbeat_frequency is None
+        monkeypatch.setattr(Settings, "copy_with_update", made)
+        monkeypatch.setenv("PREFECT_FLOWS_HEARTBEAT_FREQUENCY", "60")
+        with prefect_api():
+            assert get_current_settings().flows.heartbeat_frequency == 60
+            assert get_current_settings().api.url == url
+    assert get_current_settings().api.url is None, "only within the block"
