@@ -49,6 +49,7 @@ GLOBAL_VALUED = ("--warehouse", "--memory-limit")  # the options before the comm
 SOURCES = ("flows", "prompts", "schemas", "warehouse")  # ifsynth's folders, as installed
 MODULE = "ifsynth.flows.cli.warm"
 EXIT_LOST = 70  # the warm process went away before the command's end
+READY_SECONDS = 0.5  # how often an idle warm process looks for the local Prefect server to make ahead for
 REPLY_SECONDS = 10.0  # a warm process forks within milliseconds of a request; one that does not is hung
 HELD = {*FORWARDED, signal.SIGTSTP}  # held from the fork until the child runs the command as its own
 GO = b"g"  # the command's word that its child may begin
@@ -502,22 +503,24 @@ def _preload() -> None:
     for name in LIBRARIES:
         with contextlib.suppress(ImportError):  # another version of a library may have no module of that name
             importlib.import_module(name)
-    _ahead()
 
 
-def _ahead() -> None:
+def _ahead() -> bool:
     """What each run would make the same way, made here once, before runs are forked: the TLS context
-    (flows/llm/route.py, ``tls``) and Prefect's settings for the local server recorded now
-    (flows/run/prefect_api.py, ``prepare``). Called again once no command runs: the local server may have
-    started since. Whatever fails here, a run makes for itself, and says why."""
+    (flows/llm/route.py, ``tls``) and Prefect's settings for the local server (flows/run/prefect_api.py,
+    ``prepare``). Whether both are made: the local server is often started by the command that started this
+    process, after this process has loaded, so the loop tries again while no command runs. Whatever fails
+    here, a run makes for itself, and says why."""
     from ifsynth.flows.llm.route import tls
     from ifsynth.flows.run.prefect_api import prepare
 
-    for make in (tls, prepare):
-        try:
-            make()
-        except Exception as exc:
-            _log(f"not made ahead ({make.__name__}): {type(exc).__name__}: {exc}")
+    made = True
+    try:
+        tls()
+        made = prepare()
+    except Exception as exc:
+        _log(f"not made ahead: {type(exc).__name__}: {exc}")
+    return made
 
 
 @dataclass
@@ -544,6 +547,7 @@ class Server:
         self.idled = False
         self.listener: socket.socket | None = self._listen()
         self.last = time.monotonic()
+        self.ready = _ahead()  # see _ahead
 
     def _listen(self) -> socket.socket:
         """The socket, bound under a new name and renamed into place: a command finds a socket that accepts
@@ -596,9 +600,14 @@ class Server:
             if self.listener is None and not self.children:
                 return
             wait = None if self.children else max(0.0, self.last + self.idle - time.monotonic())
+            if not self.ready and not self.children:
+                wait = min(wait if wait is not None else READY_SECONDS, READY_SECONDS)
             events = self.selector.select(wait)
-            if not events and not self.children and time.monotonic() - self.last >= self.idle:
-                self.retiring = self.idled = True
+            if not events and not self.children:
+                if time.monotonic() - self.last >= self.idle:
+                    self.retiring = self.idled = True
+                elif not self.ready:
+                    self.ready = _ahead()
             for event, _ in events:
                 if event.data == "accept" and self.listener is not None:
                     self._accept()
@@ -607,7 +616,7 @@ class Server:
                         os.read(wake_read, 512)
                     self._reap()
                     if not self.children:
-                        _ahead()
+                        self.ready = _ahead()
                 elif isinstance(event.data, int) and event.data in self.children:
                     self._heard(event.data)
 

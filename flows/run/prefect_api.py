@@ -40,16 +40,18 @@ def prefect_api(notify: Callable[[str], None] = lambda _: None) -> Iterator[None
         yield
 
 
-def prepare() -> None:
-    """The settings a run of the local server recorded now takes, made ahead: the warm process calls this
-    between commands, so that the runs it forks find them made."""
-    if os.environ.get("PREFECT_API_URL"):
-        return
-    server = recorded_server()
-    if server is not None:
-        from prefect.context import get_settings_context
+def prepare() -> bool:
+    """The settings a run takes, made ahead for the local server recorded now: the warm process calls this
+    between commands, so that the runs it forks find them made. Whether they are (False: no local server is
+    recorded yet)."""
+    from prefect.context import get_settings_context
 
-        _settings(get_settings_context().settings, server.url)
+    configured = bool(os.environ.get("PREFECT_API_URL"))
+    server = None if configured else recorded_server()
+    if server is None and not configured:
+        return False
+    _settings(get_settings_context().settings, None if server is None else server.url)
+    return True
 
 
 _MADE: dict[tuple[int, str | None, str | None], tuple[Any, Any]] = {}

@@ -285,18 +285,19 @@ def answering(delay: float = 0.0) -> Iterator[str]:
 
 @pytest.mark.parametrize("ahead", [prepare, warm._ahead], ids=["prepare", "warm"])
 def test_prefects_settings_made_ahead_are_the_ones_a_run_takes(
-    home: Path, monkeypatch: pytest.MonkeyPatch, ahead: Callable[[], None]
+    home: Path, monkeypatch: pytest.MonkeyPatch, ahead: Callable[[], bool]
 ) -> None:
     """The warm process makes them between commands (flows/cli/warm.py); a run then does not make them again,
     and a heartbeat a user asks for is still theirs."""
     from prefect.settings import Settings, get_current_settings
 
     with answering() as url:
+        assert not ahead(), "no local server recorded yet: the warm process tries again"
         folder = home / "ifsynth-server"
         folder.mkdir(parents=True)
         record = {"url": url, "pid": os.getpid(), "prefect": prefect.__version__}  # a pid local_prefect never kills
         (folder / "server.json").write_text(json.dumps(record))
-        ahead()
+        assert ahead()
         made = Settings.copy_with_update
         monkeypatch.setattr(Settings, "copy_with_update", lambda *_, **__: pytest.fail("settings made again"))
         with prefect_api():
