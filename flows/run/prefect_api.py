@@ -9,8 +9,10 @@ local server instead, in a session of its own (flows/run/local_prefect.py).
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import os
 import socket
+import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -77,6 +79,31 @@ def _settings(base: Any, local: str | None) -> Any:
             _MADE.clear()
         made = _MADE[key] = (base, base.copy_with_update(updates=updates))
     return made[1]
+
+
+def start_reporting() -> None:
+    """Prefect's event and log workers started now, from a thread of their own, as a run begins. Each starts on
+    Prefect's loop thread, and its first step there makes an API client (reading the TLS certificates, 0.03-0.1
+    s, even for a plain-HTTP server); started by the run's first task instead, the task waited for that loop
+    (0.085 s of every command, bench/README.md, fourteenth round). Whatever fails here, the first task that
+    reports starts them again and says why."""
+    from prefect.events.worker import EventsWorker, should_emit_events
+    from prefect.logging.handlers import APILogWorker
+    from prefect.settings import PREFECT_LOGGING_TO_API_ENABLED
+
+    starts: list[Callable[[], object]] = []
+    if should_emit_events():
+        starts.append(EventsWorker.instance)
+    if PREFECT_LOGGING_TO_API_ENABLED.value():
+        starts.append(APILogWorker.instance)
+    run = contextvars.copy_context()  # the run's settings: the workers' clients take the API's URL from them
+
+    def start() -> None:
+        for instance in starts:
+            with contextlib.suppress(Exception):
+                run.run(instance)
+
+    threading.Thread(target=start, name="prefect-reporting", daemon=True).start()
 
 
 def _check_configured(url: str) -> None:

@@ -24,7 +24,7 @@ from ifsynth.flows.run.context import (
     labels,
     recorded,
 )
-from ifsynth.flows.run.prefect_api import prefect_api
+from ifsynth.flows.run.prefect_api import prefect_api, start_reporting
 from ifsynth.flows.run.registry import recipe
 from ifsynth.flows.run.signals import stoppable
 from ifsynth.prompts.registry import Prompts
@@ -97,6 +97,7 @@ def execute(
     check_free(warehouse_path)
     prompts, templates = checked(config, progress)
     with stoppable(), prefect_api(progress.note):
+        start_reporting()
         flow = recipe(config.recipe).flow()
         return _drive(flow, config, prompts, templates, warehouse_path, progress, memory_limit)
 

@@ -22,7 +22,7 @@ import pytest
 
 from ifsynth.flows.cli import warm
 from ifsynth.flows.run import local_prefect
-from ifsynth.flows.run.prefect_api import free_port, prefect_api, prepare
+from ifsynth.flows.run.prefect_api import free_port, prefect_api, prepare, start_reporting
 from ifsynth.schemas.errors import Interrupted
 from tests.conftest import REPO, invoke
 from tests.fake_openai import FakeOpenAI
@@ -309,3 +309,32 @@ def test_prefects_settings_made_ahead_are_the_ones_a_run_takes(
             assert get_current_settings().flows.heartbeat_frequency == 60
             assert get_current_settings().api.url == url
     assert get_current_settings().api.url is None, "only within the block"
+
+
+def test_a_run_starts_prefects_reporting_off_its_own_thread_with_its_settings(
+    home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Prefect's event and log workers are started as a run begins, from another thread, toward the run's API."""
+    from prefect.events.worker import EventsWorker
+    from prefect.logging.handlers import APILogWorker
+    from prefect.settings import PREFECT_API_URL
+
+    started: list[tuple[str, bool, str | None]] = []
+    both = threading.Event()
+
+    def starts(service: str) -> Callable[[], None]:
+        def instance() -> None:
+            started.append((service, threading.current_thread() is threading.main_thread(), PREFECT_API_URL.value()))
+            if len(started) == 2:
+                both.set()
+
+        return instance
+
+    monkeypatch.setattr(EventsWorker, "instance", starts("events"))
+    monkeypatch.setattr(APILogWorker, "instance", starts("logs"))
+    with answering() as url:
+        monkeypatch.setenv("PREFECT_API_URL", url)
+        with prefect_api():
+            start_reporting()
+            assert both.wait(10)
+    assert started == [("events", False, url), ("logs", False, url)]
