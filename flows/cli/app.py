@@ -2,9 +2,11 @@
 
 Inspection commands read the warehouse directly; only `run` and `demo` import the runner (and Prefect).
 Any IfsynthError becomes one line on stderr and a non-zero exit code.
-"""
 
-from __future__ import annotations
+Annotations here are evaluated as the module loads (no ``from __future__ import annotations``): typer reads
+every command's signature at every command, and annotations kept as strings were compiled again each time,
+50-110 ms of each command (bench/README.md, fourteenth round).
+"""
 
 import atexit
 import contextlib
