@@ -5,7 +5,7 @@ Any IfsynthError becomes one line on stderr and a non-zero exit code.
 
 Annotations here are evaluated as the module loads (no ``from __future__ import annotations``): typer reads
 every command's signature at every command, and annotations kept as strings were compiled again each time,
-50-110 ms of each command (bench/README.md, fourteenth round).
+45-110 ms of each command (bench/README.md, fourteenth round).
 """
 
 import atexit

@@ -261,9 +261,10 @@ async def _look(endpoint: Endpoint, notify: Callable[[str], None]) -> None:
 
 def tls() -> ssl.SSLContext:
     """The TLS context this process's clients verify with, as httpx makes it (``SSL_CERT_FILE``/``SSL_CERT_DIR``
-    when set, else the system's certificates). Reading the certificates costs about 50 ms a time, once for the
-    look and once for the SDK's client; made once instead, and in the warm process before it forks, so that a
-    run it serves reads none. A changed certificate file or folder makes a new one."""
+    when set, else the system's certificates). Reading the certificates costs 30-90 ms a time (measured), once
+    for the look and once for the SDK's client, the second at a run's first request; made once instead, and in
+    the warm process before it forks, so that a run it serves reads none. A changed certificate file or folder
+    makes a new one."""
     paths = ssl.get_default_verify_paths()
     chosen = (os.environ.get("SSL_CERT_FILE"), os.environ.get("SSL_CERT_DIR"))
     places = (*chosen, paths.openssl_cafile, paths.openssl_capath)
