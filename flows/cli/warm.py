@@ -508,19 +508,21 @@ def _preload() -> None:
 def _ahead() -> bool:
     """What each run would make the same way, made here once, before runs are forked: the TLS context
     (flows/llm/route.py, ``tls``) and Prefect's settings for the local server (flows/run/prefect_api.py,
-    ``prepare``). Whether both are made: the local server is often started by the command that started this
-    process, after this process has loaded, so the loop tries again while no command runs. Whatever fails
-    here, a run makes for itself, and says why."""
+    ``prepare``). Whether the settings are made, or need not be tried again: the local server is often
+    started by the command that started this process, after this process has loaded, so the loop tries
+    again while no command runs. Whatever fails here, a run makes for itself, and says why."""
     from ifsynth.flows.llm.route import tls
     from ifsynth.flows.run.prefect_api import prepare
 
-    made = True
     try:
         tls()
-        made = prepare()
     except Exception as exc:
-        _log(f"not made ahead: {type(exc).__name__}: {exc}")
-    return made
+        _log(f"TLS context not made ahead: {type(exc).__name__}: {exc}")
+    try:
+        return prepare()
+    except Exception as exc:  # not tried again: the same settings would fail the same way
+        _log(f"Prefect's settings not made ahead: {type(exc).__name__}: {exc}")
+        return True
 
 
 @dataclass
@@ -599,9 +601,11 @@ class Server:
                 self.retire("idle" if self.idled else "stopped")
             if self.listener is None and not self.children:
                 return
-            wait = None if self.children else max(0.0, self.last + self.idle - time.monotonic())
-            if not self.ready and not self.children:
-                wait = min(wait if wait is not None else READY_SECONDS, READY_SECONDS)
+            wait: float | None = None  # with children: until one of them (or a command) is heard
+            if not self.children:
+                wait = max(0.0, self.last + self.idle - time.monotonic())
+                if not self.ready:
+                    wait = min(wait, READY_SECONDS)
             events = self.selector.select(wait)
             if not events and not self.children:
                 if time.monotonic() - self.last >= self.idle:
@@ -615,7 +619,7 @@ class Server:
                     with contextlib.suppress(BlockingIOError):
                         os.read(wake_read, 512)
                     self._reap()
-                    if not self.children:
+                    if not self.children and self.listener is not None:
                         self.ready = _ahead()
                 elif isinstance(event.data, int) and event.data in self.children:
                     self._heard(event.data)

@@ -261,7 +261,7 @@ async def _look(endpoint: Endpoint, notify: Callable[[str], None]) -> None:
 
 def tls() -> ssl.SSLContext:
     """The TLS context this process's clients verify with, as httpx makes it (``SSL_CERT_FILE``/``SSL_CERT_DIR``
-    when set, else the system's certificates). Reading the certificates costs 30-90 ms a time (measured), once
+    when set, else the system's certificates). Reading the certificates costs 30-140 ms a time (measured), once
     for the look and once for the SDK's client, the second at a run's first request; made once instead, and in
     the warm process before it forks, so that a run it serves reads none. A changed certificate file or folder
     makes a new one."""
@@ -271,16 +271,19 @@ def tls() -> ssl.SSLContext:
     return _tls(tuple(_stamp(place) for place in places))
 
 
-def _stamp(place: str | None) -> tuple[str, int, int] | None:
-    try:
-        found = os.stat(place) if place else None
-    except OSError:
+def _stamp(place: str | None) -> tuple[str, int | None, int | None] | None:
+    if not place:
         return None
-    return None if found is None else (str(place), found.st_mtime_ns, found.st_size)
+    try:
+        found = os.stat(place)
+    except OSError:
+        return (place, None, None)
+    return (place, found.st_mtime_ns, found.st_size)
 
 
 @functools.lru_cache(maxsize=1)
-def _tls(stamps: tuple[tuple[str, int, int] | None, ...]) -> ssl.SSLContext:
+def _tls(stamps: tuple[tuple[str, int | None, int | None] | None, ...]) -> ssl.SSLContext:
+    """``stamps`` only keys the cache: httpx reads the same places itself."""
     return httpx2.create_ssl_context()
 
 

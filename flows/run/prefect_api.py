@@ -56,22 +56,22 @@ def prepare() -> bool:
     return True
 
 
-_MADE: dict[tuple[int, str | None, str | None], tuple[Any, Any]] = {}
+_MADE: dict[tuple[Any, ...], tuple[Any, Any]] = {}
 
 
 def _settings(base: Any, local: str | None) -> Any:
     """``base`` (Prefect's settings) with the local server's API URL, if one is used, and no heartbeats unless
-    asked for, as Prefect's ``temporary_settings`` makes them. Made once for each: Prefect builds new settings
-    by reading every setting from the environment again, a fifth of a second of every command (bench/README.md,
-    fourteenth round)."""
+    asked for, as Prefect's ``temporary_settings`` makes them. Made once for each base, URL and set of
+    ``PREFECT_*`` variables (Prefect reads them again as it makes them): making them costs a fifth of a second
+    of every command (bench/README.md, fourteenth round)."""
     from prefect.settings import PREFECT_API_URL, PREFECT_FLOWS_HEARTBEAT_FREQUENCY
 
-    heartbeat = os.environ.get("PREFECT_FLOWS_HEARTBEAT_FREQUENCY")
-    key = (id(base), local, heartbeat)
+    read = tuple(sorted((name, value) for name, value in os.environ.items() if name.startswith("PREFECT_")))
+    key = (id(base), local, read)
     made = _MADE.get(key)
     if made is None or made[0] is not base:  # the base kept with its settings: its id is never another's
         updates: dict[Any, Any] = {}
-        if not heartbeat:
+        if not os.environ.get("PREFECT_FLOWS_HEARTBEAT_FREQUENCY"):
             updates[PREFECT_FLOWS_HEARTBEAT_FREQUENCY] = None
         if local is not None:
             updates[PREFECT_API_URL] = local
@@ -100,7 +100,7 @@ def start_reporting() -> None:
 
     def start() -> None:
         for instance in starts:
-            with contextlib.suppress(Exception):
+            with contextlib.suppress(BaseException):  # Prefect's cancellation too: no traceback from this thread
                 run.run(instance)
 
     threading.Thread(target=start, name="prefect-reporting", daemon=True).start()

@@ -97,7 +97,6 @@ def execute(
     check_free(warehouse_path)
     prompts, templates = checked(config, progress)
     with stoppable(), prefect_api(progress.note):
-        start_reporting()
         flow = recipe(config.recipe).flow()
         return _drive(flow, config, prompts, templates, warehouse_path, progress, memory_limit)
 
@@ -164,6 +163,7 @@ def _drive(
         tracker = Tracker(progress)
         activate(RunContext.build(run_id, config, warehouse, tracker, budget, prompts))
         try:
+            start_reporting()  # once the run is open: a refused one reports nothing
             with LiveServer(warehouse, tracker.snapshot), recorded(warehouse, run_id):
                 # labelled as a flow run started another way labels itself (flows/run/tasks.py): the UI never
                 # shows Prefect's random name, and no call is spent relabelling it

@@ -37,7 +37,6 @@ with local_prefect(lambda line: print("note:", line, flush=True)) as url:
 # The server's entry point, checking its state every argv[1] seconds instead of every CHECK_SECONDS.
 SERVER = """
 import sys
-from ifsynth.flows.cli import warm
 from ifsynth.flows.run import local_prefect
 local_prefect.CHECK_SECONDS = float(sys.argv[1])
 local_prefect.main(sys.argv[2:])
@@ -288,8 +287,15 @@ def test_prefects_settings_made_ahead_are_the_ones_a_run_takes(
     home: Path, monkeypatch: pytest.MonkeyPatch, ahead: Callable[[], bool]
 ) -> None:
     """The warm process makes them between commands (flows/cli/warm.py); a run then does not make them again,
-    and a heartbeat a user asks for is still theirs."""
-    from prefect.settings import Settings, get_current_settings
+    they are Prefect's own ``temporary_settings`` for that server, and a user's Prefect variables are still
+    theirs."""
+    from prefect.settings import (
+        PREFECT_API_URL,
+        PREFECT_FLOWS_HEARTBEAT_FREQUENCY,
+        Settings,
+        get_current_settings,
+        temporary_settings,
+    )
 
     with answering() as url:
         assert not ahead(), "no local server recorded yet: the warm process tries again"
@@ -304,10 +310,16 @@ def test_prefects_settings_made_ahead_are_the_ones_a_run_takes(
             taken = get_current_settings()
             assert taken.api.url == url and taken.flows.heartbeat_frequency is None
         monkeypatch.setattr(Settings, "copy_with_update", made)
+        updates = {PREFECT_API_URL: url, PREFECT_FLOWS_HEARTBEAT_FREQUENCY: None}
+        with temporary_settings(updates=updates) as prefects:
+            assert taken.model_dump() == prefects.model_dump()
+        monkeypatch.setenv("PREFECT_LOGGING_TO_API_BATCH_SIZE", "1234567")  # a variable set since
+        with prefect_api():
+            assert get_current_settings().logging.to_api.batch_size == 1234567
+            assert get_current_settings().api.url == url
         monkeypatch.setenv("PREFECT_FLOWS_HEARTBEAT_FREQUENCY", "60")
         with prefect_api():
             assert get_current_settings().flows.heartbeat_frequency == 60
-            assert get_current_settings().api.url == url
     assert get_current_settings().api.url is None, "only within the block"
 
 
