@@ -82,11 +82,11 @@ def _settings(base: Any, local: str | None) -> Any:
 
 
 def start_reporting() -> None:
-    """Prefect's event and log workers started now, from a thread of their own, as a run begins. Each starts on
-    Prefect's loop thread, and its first step there makes an API client (reading the TLS certificates, 0.03-0.1
-    s, even for a plain-HTTP server); started by the run's first task instead, the task waited for that loop
-    (0.085 s of every command, bench/README.md, fourteenth round). Whatever fails here, the first task that
-    reports starts them again and says why."""
+    """Prefect's event and log workers started now, from a thread of their own, once the run is open. Each
+    starts on Prefect's loop thread, and its first step there makes an API client (reading the TLS
+    certificates, 0.03-0.14 s, even for a plain-HTTP server); started by the run's first task instead, the task
+    waited for that loop (0.085 s of every command, bench/README.md, fourteenth round). Whatever fails here,
+    the first task that reports starts them again and says why."""
     from prefect.events.worker import EventsWorker, should_emit_events
     from prefect.logging.handlers import APILogWorker
     from prefect.settings import PREFECT_LOGGING_TO_API_ENABLED
