@@ -17,6 +17,7 @@ import http.server
 import json
 import os
 import secrets
+import selectors
 import threading
 import time
 import urllib.error
@@ -38,7 +39,6 @@ QUERIES: dict[str, Callable[..., Any]] = {
     "show": audit.show,
 }
 TIMEOUT = 10.0  # a busy run on two cores may take seconds to answer a funnel
-POLL_SECONDS = 0.05
 WAIT_SECONDS = 15.0  # how long a reader waits for a run that holds the file and does not serve it yet
 WRITER_TIMEOUT = 2.0  # a run says it writes the file without touching it: no reason to wait as for a query
 
@@ -60,6 +60,8 @@ class LiveServer:
         self.token = secrets.token_hex(16)
         self.file = live_file(warehouse.path)
         self._server: http.server.ThreadingHTTPServer | None = None
+        self._wake = (-1, -1)  # a pipe: written to end the serving thread's loop
+        self._serving: threading.Thread | None = None
 
     def __enter__(self) -> LiveServer:
         serving = self
@@ -89,11 +91,10 @@ class LiveServer:
 
         self._server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self._server.daemon_threads = True
-        # shutdown() waits for the loop's next poll, at the end of every run: 0.05 s at most, not 0.5 s
-        serve = threading.Thread(
-            target=self._server.serve_forever, kwargs={"poll_interval": POLL_SECONDS}, name="ifsynth-live", daemon=True
-        )
-        serve.start()
+        self._server.timeout = 0  # asked to handle a request only once one waits
+        self._wake = os.pipe()
+        self._serving = threading.Thread(target=self._serve, args=(self._server,), name="ifsynth-live", daemon=True)
+        self._serving.start()
         where = {"pid": os.getpid(), "port": self._server.server_address[1], "token": self.token}
         staged = self.file.with_name(self.file.name + ".tmp")
         staged.write_text(json.dumps(where))
@@ -103,10 +104,22 @@ class LiveServer:
 
     def __exit__(self, *_: object) -> None:
         self.file.unlink(missing_ok=True)
-        if self._server is not None:
-            self._server.shutdown()
+        if self._server is not None and self._serving is not None:
+            os.write(self._wake[1], b"x")
+            self._serving.join()
             self._server.server_close()
-            self._server = None
+            for fd in self._wake:
+                os.close(fd)
+            self._server = self._serving = None
+
+    def _serve(self, server: http.server.ThreadingHTTPServer) -> None:
+        """Each request as it comes, until the block ends: then at once, where socketserver's own loop
+        (``serve_forever``) would first wait for its next poll, at the end of every run."""
+        with selectors.DefaultSelector() as selector:
+            selector.register(server, selectors.EVENT_READ)
+            selector.register(self._wake[0], selectors.EVENT_READ)
+            while all(key.fileobj is server for key, _ in selector.select()):
+                server.handle_request()
 
     def answer(self, query: str, args: dict[str, Any]) -> Any:
         if query == "writer":  # who writes the file: a second run is refused at once (``check_free``)

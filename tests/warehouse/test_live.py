@@ -145,3 +145,22 @@ def test_a_second_run_is_refused_only_by_the_run_its_live_file_names(tmp_path: P
     said = rf"in use by another process \(pid {os.getpid()}, a run\)"
     with Warehouse(path) as warehouse, live.LiveServer(warehouse), pytest.raises(WarehouseInUse, match=said):
         live.check_free(path)
+
+
+def test_a_live_server_answers_each_request_until_its_block_ends(tmp_path: Path) -> None:
+    """Requests are answered one after another while the block runs; as it ends its file goes, its port closes
+    and its thread is gone (the end of every run waits for it), and a new block serves again."""
+    path = tmp_path / "w.duckdb"
+    make(path)
+    file = live.live_file(path)
+    with Warehouse(path) as warehouse:
+        for _ in range(2):
+            with live.LiveServer(warehouse) as served:
+                port = json.loads(file.read_text())["port"]
+                for _ in range(3):
+                    assert live.ask(path, "writer") == {"pid": os.getpid(), "holder": "a run"}
+                serving = served._serving
+            assert serving is not None and not serving.is_alive()
+            assert not file.exists()
+            with pytest.raises(ConnectionRefusedError):
+                socket.create_connection(("127.0.0.1", port), timeout=5).close()
