@@ -399,15 +399,13 @@ def _drive_and_report(ctx: typer.Context, start: Any, intro: str, *, as_json: bo
             started = start(progress)
         except KeyboardInterrupt as exc:  # typer would turn it into a bare exit 130
             raise RunInterrupted(exc.signum if isinstance(exc, Interrupted) else signal.SIGINT) from exc
-    with _open(ctx) as warehouse:
-        report = audit_queries.funnel(warehouse, started.run_id)
-        run = warehouse.run(started.run_id)
     if as_json:
-        _json(report)
+        _json(started.funnel)
     else:
         verb = "continued" if started.resumed else "ran"
+        run = started.record
         out.print(f"[bold]{verb} run {started.run_id}[/bold] ({run.recipe}, seeds {run.config['seeds']})")
-        _print_funnel(report)
+        _print_funnel(started.funnel)
     return started.run_id
 
 

@@ -31,6 +31,7 @@ from ifsynth.prompts.registry import Prompts
 from ifsynth.schemas.config import Endpoint, RunConfig
 from ifsynth.schemas.errors import ConfigError
 from ifsynth.schemas.records import RunRecord, StageCounts
+from ifsynth.warehouse import audit
 from ifsynth.warehouse.keys import canonical, sha256
 from ifsynth.warehouse.live import LiveServer, check_free
 from ifsynth.warehouse.store import Warehouse
@@ -56,9 +57,14 @@ PREFECT_DEFAULTS = {
 
 @dataclass(frozen=True)
 class Started:
+    """A run driven to its end, with its funnel and record read before its warehouse closed: the command prints
+    them without opening the file again."""
+
     run_id: str
     resumed: bool
     stages: list[StageCounts]
+    funnel: dict[str, Any]
+    record: RunRecord
 
 
 def fingerprint(config: RunConfig, prompts: Prompts, templates: list[str]) -> str:
@@ -173,7 +179,8 @@ def _drive(
                 )
         finally:
             deactivate(run_id)
-    return Started(run_id=run_id, resumed=resumed, stages=stages)
+        funnel, record = audit.funnel(warehouse, run_id), warehouse.run(run_id)
+    return Started(run_id=run_id, resumed=resumed, stages=stages, funnel=funnel, record=record)
 
 
 def open_run(warehouse: Warehouse, config: RunConfig, print_: str) -> tuple[str, bool, str]:
