@@ -5,7 +5,8 @@ the cyclic garbage collector leaves alone what existed before (``gc.freeze``: th
 stage's inputs) and runs young collections every 10,000 allocations instead of 700: each pause holds the
 answers of every request in flight. Measured with ``bench.gateway`` at L = 0.2 s, C = 128 (the SDK path):
 0.89 efficiency with the collector's defaults, 0.93 with these settings (``--gc-default`` reproduces the
-first). Both are undone when the loop ends.
+first). Both are undone when the loop ends, except in a process whose objects were frozen before it (a run
+the warm process forked): there what the loop froze stays frozen too, until the run's process ends.
 """
 
 from __future__ import annotations
@@ -56,6 +57,9 @@ async def _stoppable(main: Coroutine[Any, Any, T]) -> T:
 
 def run(main: Coroutine[Any, Any, T], *, tune_gc: bool = True) -> T:
     thresholds = gc.get_threshold()
+    # a run the warm process forked finds its parent's objects frozen (flows/cli/warm.py): thawed, they would be
+    # walked by the next full collection, and every page they are on copied
+    inherited = gc.get_freeze_count() > 0
     if tune_gc:
         gc.freeze()
         gc.set_threshold(max(thresholds[0], YOUNG_THRESHOLD), *thresholds[1:])
@@ -70,4 +74,5 @@ def run(main: Coroutine[Any, Any, T], *, tune_gc: bool = True) -> T:
         _stopped_by.clear()  # a stop that came out as another error is the caller's (signals.stop_signal)
         if tune_gc:
             gc.set_threshold(*thresholds)
-            gc.unfreeze()
+            if not inherited:
+                gc.unfreeze()
