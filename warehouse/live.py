@@ -12,6 +12,7 @@ waits that out. A second run asks there first (``check_free``), and is refused a
 
 from __future__ import annotations
 
+import contextlib
 import http.client
 import http.server
 import json
@@ -43,6 +44,16 @@ WAIT_SECONDS = 15.0  # how long a reader waits for a run that holds the file and
 WRITER_TIMEOUT = 2.0  # a run says it writes the file without touching it: no reason to wait as for a query
 
 
+def _serve(server: http.server.ThreadingHTTPServer, stop: int) -> None:
+    """Each request as it comes, until the pipe end ``stop`` is written to at the block's end: then at once,
+    where socketserver's own loop (``serve_forever``) would first wait for its next poll, at every run's end."""
+    with selectors.DefaultSelector() as selector:
+        selector.register(server, selectors.EVENT_READ)
+        selector.register(stop, selectors.EVENT_READ)
+        while all(key.fileobj is server for key, _ in selector.select()):
+            server.handle_request()
+
+
 def live_file(path: str | Path) -> Path:
     path = Path(path)
     return path.with_name(path.name + ".live")
@@ -59,9 +70,7 @@ class LiveServer:
         self.warehouse, self.now, self.holder = warehouse, now, holder
         self.token = secrets.token_hex(16)
         self.file = live_file(warehouse.path)
-        self._server: http.server.ThreadingHTTPServer | None = None
-        self._wake = (-1, -1)  # a pipe: written to end the serving thread's loop
-        self._serving: threading.Thread | None = None
+        self._held = contextlib.ExitStack()  # what the block's end stops and frees, in reverse order
 
     def __enter__(self) -> LiveServer:
         serving = self
@@ -89,37 +98,30 @@ class LiveServer:
             def log_message(self, *_: Any) -> None:
                 pass
 
-        self._server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self._server.daemon_threads = True
-        self._server.timeout = 0  # asked to handle a request only once one waits
-        self._wake = os.pipe()
-        self._serving = threading.Thread(target=self._serve, args=(self._server,), name="ifsynth-live", daemon=True)
-        self._serving.start()
-        where = {"pid": os.getpid(), "port": self._server.server_address[1], "token": self.token}
-        staged = self.file.with_name(self.file.name + ".tmp")
-        staged.write_text(json.dumps(where))
-        staged.chmod(0o600)
-        staged.replace(self.file)
+        with contextlib.ExitStack() as held:  # whatever fails on the way is let go again
+            server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+            held.callback(server.server_close)
+            server.daemon_threads = True
+            server.timeout = 0  # asked to handle a request only once one waits
+            read_end, write_end = os.pipe()  # written to as the block ends: the serving thread stops then
+            held.callback(os.close, read_end)
+            held.callback(os.close, write_end)
+            thread = threading.Thread(target=_serve, args=(server, read_end), name="ifsynth-live", daemon=True)
+            thread.start()
+            held.callback(thread.join)
+            held.callback(os.write, write_end, b"x")
+            where = {"pid": os.getpid(), "port": server.server_address[1], "token": self.token}
+            staged = self.file.with_name(self.file.name + ".tmp")
+            held.callback(staged.unlink, missing_ok=True)
+            staged.write_text(json.dumps(where))
+            staged.chmod(0o600)
+            staged.replace(self.file)
+            held.callback(self.file.unlink, missing_ok=True)
+            self._held = held.pop_all()
         return self
 
     def __exit__(self, *_: object) -> None:
-        self.file.unlink(missing_ok=True)
-        if self._server is not None and self._serving is not None:
-            os.write(self._wake[1], b"x")
-            self._serving.join()
-            self._server.server_close()
-            for fd in self._wake:
-                os.close(fd)
-            self._server = self._serving = None
-
-    def _serve(self, server: http.server.ThreadingHTTPServer) -> None:
-        """Each request as it comes, until the block ends: then at once, where socketserver's own loop
-        (``serve_forever``) would first wait for its next poll, at the end of every run."""
-        with selectors.DefaultSelector() as selector:
-            selector.register(server, selectors.EVENT_READ)
-            selector.register(self._wake[0], selectors.EVENT_READ)
-            while all(key.fileobj is server for key, _ in selector.select()):
-                server.handle_request()
+        self._held.close()
 
     def answer(self, query: str, args: dict[str, Any]) -> Any:
         if query == "writer":  # who writes the file: a second run is refused at once (``check_free``)

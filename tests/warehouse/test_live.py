@@ -9,6 +9,7 @@ import socket
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -149,18 +150,28 @@ def test_a_second_run_is_refused_only_by_the_run_its_live_file_names(tmp_path: P
 
 def test_a_live_server_answers_each_request_until_its_block_ends(tmp_path: Path) -> None:
     """Requests are answered one after another while the block runs; as it ends its file goes, its port closes
-    and its thread is gone (the end of every run waits for it), and a new block serves again."""
+    and its thread is gone (the end of every run waits for it), and a new block serves again. A server that
+    fails to start lets go of what it had made."""
     path = tmp_path / "w.duckdb"
     make(path)
     file = live.live_file(path)
     with Warehouse(path) as warehouse:
         for _ in range(2):
-            with live.LiveServer(warehouse) as served:
-                port = json.loads(file.read_text())["port"]
-                for _ in range(3):
-                    assert live.ask(path, "writer") == {"pid": os.getpid(), "holder": "a run"}
-                serving = served._serving
-            assert serving is not None and not serving.is_alive()
+            served = live.LiveServer(warehouse).__enter__()
+            port = json.loads(file.read_text())["port"]
+            for _ in range(3):
+                assert live.ask(path, "writer") == {"pid": os.getpid(), "holder": "a run"}
+            ending = threading.Thread(target=served.__exit__)
+            ending.start()
+            ending.join(timeout=30)
+            assert not ending.is_alive(), "the block's end did not stop its server"
+            assert "ifsynth-live" not in {thread.name for thread in threading.enumerate()}
             assert not file.exists()
             with pytest.raises(ConnectionRefusedError):
                 socket.create_connection(("127.0.0.1", port), timeout=5).close()
+        fds = len(os.listdir("/proc/self/fd"))
+        file.with_name(file.name + ".tmp").mkdir()  # where the live file is staged: it cannot be written
+        with pytest.raises(IsADirectoryError), live.LiveServer(warehouse):
+            pass
+        assert "ifsynth-live" not in {thread.name for thread in threading.enumerate()}
+        assert len(os.listdir("/proc/self/fd")) == fds
