@@ -683,7 +683,7 @@ class Server:
         if pid == 0:
             os.close(go_write)
             self._become(request, fds, connection, go_read)
-        gc.unfreeze()  # this process's own garbage is collected as before
+        gc.unfreeze()  # this process's own objects back in its oldest generation: collected as before
         signal.pthread_sigmask(signal.SIG_SETMASK, held)
         os.close(go_read)
         child = self.children[pid] = Child(connection, go_write)
