@@ -495,26 +495,44 @@ def test_an_interpreter_with_other_flags_runs_by_itself(flags: list[str], plain:
     assert said.stdout.strip() == str(plain)
 
 
-def test_a_fork_refused_leaves_the_warm_process_as_it_was(runtime: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """A process limit or a lack of memory refuses one command's fork: that command runs by itself, and the
-    warm process's signals and files are as before, for the commands after it."""
+@contextlib.contextmanager
+def _server_here(runtime: Path) -> Iterator[tuple[warm.Server, socket.socket, list[int]]]:
+    """A warm process's server in this process, as a command's request reaches its ``_fork``: the command's
+    connection and its three streams, closed after with the server, whatever ``_fork`` left of them."""
     place = warm.Place(runtime / "p")
     with place.file(".lock").open("ab") as lock:
         server = warm.Server(place, "key", 60.0, lock)
+        server.selector = selectors.DefaultSelector()  # as its loop makes it
         ours, theirs = socket.socketpair()
         fds = [os.open(os.devnull, os.O_RDWR) for _ in range(3)]
-        mask = signal.pthread_sigmask(signal.SIG_BLOCK, ())
-        made: list[int] = []
-        real_pipe = os.pipe
+        try:
+            yield server, ours, fds
+        finally:
+            server.selector.close()
+            for fd in fds:
+                with contextlib.suppress(OSError):
+                    os.close(fd)
+            for end in (ours, theirs, server.listener):
+                if end is not None:
+                    end.close()
 
-        def pipe() -> tuple[int, int]:
-            ends = real_pipe()
-            made.extend(ends)
-            return ends
 
-        def refused() -> int:
-            raise BlockingIOError(11, "Resource temporarily unavailable")
+def test_a_fork_refused_leaves_the_warm_process_as_it_was(runtime: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A process limit or a lack of memory refuses one command's fork: that command runs by itself, and the
+    warm process's signals and files are as before, for the commands after it."""
+    mask = signal.pthread_sigmask(signal.SIG_BLOCK, ())
+    made: list[int] = []
+    real_pipe = os.pipe
 
+    def pipe() -> tuple[int, int]:
+        ends = real_pipe()
+        made.extend(ends)
+        return ends
+
+    def refused() -> int:
+        raise BlockingIOError(11, "Resource temporarily unavailable")
+
+    with _server_here(runtime) as (server, ours, fds):
         monkeypatch.setattr(os, "pipe", pipe)
         monkeypatch.setattr(os, "fork", refused)
         try:
@@ -528,11 +546,6 @@ def test_a_fork_refused_leaves_the_warm_process_as_it_was(runtime: Path, monkeyp
                     os.fstat(fd)
         finally:
             signal.pthread_sigmask(signal.SIG_SETMASK, mask)
-            for fd in fds:
-                os.close(fd)
-            for end in (ours, theirs, server.listener):
-                if end is not None:
-                    end.close()
 
 
 def test_a_forked_run_leaves_the_warm_process_s_objects_out_of_its_collections(
@@ -541,7 +554,6 @@ def test_a_forked_run_leaves_the_warm_process_s_objects_out_of_its_collections(
     """A run's collector never walks what the warm process had loaded: a full collection there touches every
     object's header, so every page they are on is copied, 0.15 s of each command (bench/README.md). The warm
     process goes on collecting its own garbage."""
-    place = warm.Place(runtime / "p")
     told, tell = os.pipe()
 
     def become(*_: object) -> NoReturn:
@@ -549,12 +561,8 @@ def test_a_forked_run_leaves_the_warm_process_s_objects_out_of_its_collections(
         os._exit(0)
 
     monkeypatch.setattr(warm.Server, "_become", become)
-    with place.file(".lock").open("ab") as lock:
-        server = warm.Server(place, "key", 60.0, lock)
-        server.selector = selectors.DefaultSelector()  # as its loop makes it
-        ours, theirs = socket.socketpair()
-        fds = [os.open(os.devnull, os.O_RDWR) for _ in range(3)]
-        loaded = len(gc.get_objects())
+    loaded = len(gc.get_objects())
+    with _server_here(runtime) as (server, ours, fds):
         try:
             server._fork(ours, {"key": "key"}, fds)
             os.close(tell)  # the child's alone: a child that died before it wrote is an empty read, not a hang
@@ -563,10 +571,6 @@ def test_a_forked_run_leaves_the_warm_process_s_objects_out_of_its_collections(
                 os.waitpid(pid, 0)
                 child.close_go()
         finally:
-            server.selector.close()
-            for end in (ours, theirs, server.listener):
-                if end is not None:
-                    end.close()
             os.close(told)
             with contextlib.suppress(OSError):  # closed already once the fork was made
                 os.close(tell)
