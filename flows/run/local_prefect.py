@@ -11,7 +11,8 @@ cached rerun costs what reading its answers costs. The server's state lives in P
 - ``start.lock``: held while a command looks for the server or starts it, so two never start at once, and
   while the server reads or removes ``server.json``;
 - ``lease``: each command using the server holds it shared; the server stops itself once nobody holds it
-  and nobody has touched it for ``IFSYNTH_PREFECT_IDLE`` seconds (1,800 by default).
+  and nobody has touched it for ``IFSYNTH_PREFECT_IDLE`` seconds (1,800 by default);
+- ``plain-http-ca.pem``: the certificate bundle Prefect's clients of the server load (``plain_http_bundle``).
 
 ``ifsynth prefect-server`` says where it runs; ``ifsynth prefect-server --stop`` stops it now. A user's own
 ``PREFECT_API_URL`` always wins: then none of this runs.
@@ -118,6 +119,25 @@ def stop(folder: Path | None = None) -> LocalServer | None:
             _kill(server.pid, folder)
         (folder / "server.json").unlink(missing_ok=True)
     return server
+
+
+def plain_http_bundle(folder: Path | None = None) -> Path:
+    """A certificate bundle of one certificate (the first of certifi's, which Prefect's clients would load
+    whole) for Prefect's clients of the local server. Each client makes a TLS context from a bundle, whatever
+    its server speaks: certifi's 117 certificates take 25-90 ms of CPU to read, four or five times a command,
+    one of them as the flow run begins. The local server speaks plain HTTP on loopback, so no certificate is
+    ever checked, and one reads in a millisecond (bench/README.md, sixteenth round)."""
+    path = (folder or state_dir()) / "plain-http-ca.pem"
+    if not path.exists():
+        import certifi
+
+        bundle, end = certifi.contents(), "-----END CERTIFICATE-----"
+        first = bundle[bundle.index("-----BEGIN CERTIFICATE-----") : bundle.index(end) + len(end)] + "\n"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        partial = path.with_name(f"{path.name}.{os.getpid()}")
+        partial.write_text(first)
+        partial.replace(path)  # whole or not at all: commands may make it at once
+    return path
 
 
 def idle_seconds() -> float:

@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from ifsynth.flows.run.local_prefect import answers, local_prefect, recorded_server
+from ifsynth.flows.run.local_prefect import answers, local_prefect, plain_http_bundle, recorded_server
 from ifsynth.schemas.errors import ConfigError
 
 
@@ -60,11 +60,12 @@ _MADE: dict[tuple[Any, ...], tuple[Any, Any]] = {}
 
 
 def _settings(base: Any, local: str | None) -> Any:
-    """``base`` (Prefect's settings) with the local server's API URL, if one is used, and no heartbeats unless
-    asked for, as Prefect's ``temporary_settings`` makes them. Made once for each base, URL and set of
-    ``PREFECT_*`` variables (Prefect reads them again as it makes them): making them costs a fifth of a second
-    of every command (bench/README.md, fourteenth round)."""
-    from prefect.settings import PREFECT_API_URL, PREFECT_FLOWS_HEARTBEAT_FREQUENCY
+    """``base`` (Prefect's settings) with the local server's API URL and its clients' one-certificate bundle
+    (``plain_http_bundle``, whatever bundle the environment names: no certificate of that server is ever
+    checked), if one is used, and no heartbeats unless asked for, as Prefect's ``temporary_settings`` makes
+    them. Made once for each base, URL and set of ``PREFECT_*`` variables (Prefect reads them again as it makes
+    them): making them costs a fifth of a second of every command (bench/README.md, fourteenth round)."""
+    from prefect.settings import PREFECT_API_SSL_CERT_FILE, PREFECT_API_URL, PREFECT_FLOWS_HEARTBEAT_FREQUENCY
 
     read = tuple(sorted((name, value) for name, value in os.environ.items() if name.startswith("PREFECT_")))
     key = (id(base), local, read)
@@ -75,6 +76,7 @@ def _settings(base: Any, local: str | None) -> Any:
             updates[PREFECT_FLOWS_HEARTBEAT_FREQUENCY] = None
         if local is not None:
             updates[PREFECT_API_URL] = local
+            updates[PREFECT_API_SSL_CERT_FILE] = str(plain_http_bundle())
         if len(_MADE) >= 8:  # the local server's port changes only as it is started again
             _MADE.clear()
         made = _MADE[key] = (base, base.copy_with_update(updates=updates))

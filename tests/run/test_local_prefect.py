@@ -16,6 +16,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import prefect
 import pytest
@@ -290,6 +291,7 @@ def test_prefects_settings_made_ahead_are_the_ones_a_run_takes(
     they are Prefect's own ``temporary_settings`` for that server, and a user's Prefect variables are still
     theirs."""
     from prefect.settings import (
+        PREFECT_API_SSL_CERT_FILE,
         PREFECT_API_URL,
         PREFECT_FLOWS_HEARTBEAT_FREQUENCY,
         Settings,
@@ -299,10 +301,7 @@ def test_prefects_settings_made_ahead_are_the_ones_a_run_takes(
 
     with answering() as url:
         assert not ahead(), "no local server recorded yet: the warm process tries again"
-        folder = home / "ifsynth-server"
-        folder.mkdir(parents=True)
-        record = {"url": url, "pid": os.getpid(), "prefect": prefect.__version__}  # a pid local_prefect never kills
-        (folder / "server.json").write_text(json.dumps(record))
+        folder = _record(home, url)
         assert ahead()
         made = Settings.copy_with_update
         monkeypatch.setattr(Settings, "copy_with_update", lambda *_, **__: pytest.fail("settings made again"))
@@ -310,7 +309,8 @@ def test_prefects_settings_made_ahead_are_the_ones_a_run_takes(
             taken = get_current_settings()
             assert taken.api.url == url and taken.flows.heartbeat_frequency is None
         monkeypatch.setattr(Settings, "copy_with_update", made)
-        updates = {PREFECT_API_URL: url, PREFECT_FLOWS_HEARTBEAT_FREQUENCY: None}
+        bundle = str(folder / "plain-http-ca.pem")
+        updates = {PREFECT_API_URL: url, PREFECT_FLOWS_HEARTBEAT_FREQUENCY: None, PREFECT_API_SSL_CERT_FILE: bundle}
         with temporary_settings(updates=updates) as prefects:
             assert taken.model_dump() == prefects.model_dump()
         monkeypatch.setenv("PREFECT_LOGGING_TO_API_BATCH_SIZE", "1234567")  # a variable set since
@@ -321,6 +321,47 @@ def test_prefects_settings_made_ahead_are_the_ones_a_run_takes(
         with prefect_api():
             assert get_current_settings().flows.heartbeat_frequency == 60
     assert get_current_settings().api.url is None, "only within the block"
+
+
+def _record(home: Path, url: str) -> Path:
+    """A local server recorded at ``url`` (an answering stand-in): its state folder."""
+    folder = home / "ifsynth-server"
+    folder.mkdir(parents=True, exist_ok=True)
+    record = {"url": url, "pid": os.getpid(), "prefect": prefect.__version__}  # a pid local_prefect never kills
+    (folder / "server.json").write_text(json.dumps(record))
+    return folder
+
+
+def test_prefects_clients_of_the_local_server_read_a_bundle_of_one_certificate(
+    home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every Prefect client makes a TLS context from a certificate bundle, whatever its server speaks; the
+    local server is plain HTTP, so its clients read one certificate, not the environment's whole bundle. A
+    server of the user's is theirs: its clients read the bundle they would without ifsynth."""
+    import ssl
+
+    from prefect.client.orchestration import get_client
+
+    read: list[str | None] = []
+    make = ssl.create_default_context
+
+    def recorded(*args: Any, **kwargs: Any) -> ssl.SSLContext:
+        read.append(kwargs.get("cafile"))
+        return make(*args, **kwargs)
+
+    monkeypatch.setattr(ssl, "create_default_context", recorded)
+    with answering() as url:
+        bundle = str(_record(home, url) / "plain-http-ca.pem")
+        with prefect_api():
+            get_client(sync_client=True)
+        assert read == [bundle]
+        assert make(cafile=bundle).cert_store_stats()["x509_ca"] == 1, "a bundle ssl reads, of one certificate"
+        read.clear()
+        monkeypatch.setenv("PREFECT_API_URL", url)
+        with prefect_api():
+            get_client(sync_client=True)
+        assert read and read[0] != bundle
+        assert make(cafile=read[0]).cert_store_stats()["x509_ca"] > 1
 
 
 def test_a_run_starts_prefects_reporting_off_its_own_thread_with_its_settings(
