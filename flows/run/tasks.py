@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import re
+import threading
 from typing import Any, cast
 
 from prefect import get_run_logger, task
@@ -15,6 +16,7 @@ from prefect.artifacts import create_markdown_artifact, create_table_artifact
 from prefect.client.orchestration import get_client
 from prefect.context import FlowRunContext, TagsContext
 from prefect.logging.handlers import APILogWorker
+from prefect.settings import PREFECT_LOGGING_TO_API_ENABLED
 
 from ifsynth.flows.run.context import Lines, RunContext, attach, check_failures, context, labels
 from ifsynth.flows.run.pipeline import Pipeline, together
@@ -66,7 +68,7 @@ def run_stages(warehouse: str, run_id: str = "", config: dict[str, Any] | None =
                     else:
                         counts += _run_together(ctx, [(order, stages[order - 1]) for order in orders])
         finally:
-            APILogWorker.drain_all(timeout=5)  # sent before the flow run ends: a worker's process may not outlive it
+            send_logs()
         check_failures(ctx.warehouse, run_id, counts, ctx.config.max_failure_share)
         _publish(ctx.warehouse, run_id)
         return counts
@@ -90,6 +92,17 @@ def _run_together(ctx: RunContext, members: list[tuple[int, Stage]]) -> list[Sta
             submitted.wait()
         for order, _ in members:
             del ctx.together[order]
+
+
+def send_logs(timeout: float = 5.0) -> None:
+    """The run's log lines sent to Prefect before its flow run ends: a worker's process may not outlive it.
+    Only the log worker is drained. Prefect's ``drain_all`` stops every service of the process, its events
+    worker too, and the flow run's end then started both again, each with an API client of its own."""
+    if not PREFECT_LOGGING_TO_API_ENABLED.value():
+        return
+    sender = threading.Thread(target=APILogWorker.instance().drain, name="prefect-logs-drain", daemon=True)
+    sender.start()
+    sender.join(timeout)  # a server that no longer answers holds the run's end no longer than this
 
 
 def _label(ctx: RunContext) -> None:
