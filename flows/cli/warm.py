@@ -34,9 +34,8 @@ import stat
 import struct
 import sys
 import time
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any, NamedTuple, NoReturn
 
 IDLE_SECONDS = 1800.0
 FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1, signal.SIGUSR2)
@@ -131,8 +130,7 @@ def idle_seconds() -> float:
     return seconds
 
 
-@dataclass(frozen=True)
-class Place:
+class Place(NamedTuple):
     """Where the warm process of one interpreter and folder keeps its socket, lock, record and log."""
 
     stem: Path
@@ -526,13 +524,12 @@ def _ahead() -> bool:
         return True
 
 
-@dataclass
 class Child:
     """A run forked for a command: the command's connection (None once it is gone), and the pipe's end that
     lets the run begin (None once it has)."""
 
-    connection: socket.socket | None
-    go: int | None
+    def __init__(self, connection: socket.socket | None, go: int | None) -> None:
+        self.connection, self.go = connection, go
 
     def close_go(self) -> None:
         """Close this process's end of the run's pipe: a run that has not begun then never does."""
@@ -851,8 +848,7 @@ def _receive(connection: socket.socket) -> tuple[dict[str, Any], list[int]]:
 # What `ifsynth warm` shows and stops.
 
 
-@dataclass(frozen=True)
-class Warm:
+class Warm(NamedTuple):
     pid: int
     folder: str
     python: str
