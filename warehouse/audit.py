@@ -21,10 +21,10 @@ def funnel(warehouse: Warehouse, ref: str | None = None) -> dict[str, Any]:
     stages = warehouse.funnel_stages(run.run_id)
     calls = warehouse.call_totals(run.run_id)
     accepted = warehouse.count_items(run.run_id, None, "accepted")
+    judges = _judges(warehouse, run.run_id)
     for stage in stages:
-        judges = _judges(warehouse, run.run_id, stage["stage"])
-        if judges:
-            stage["judges"] = judges
+        if stage["stage"] in judges:
+            stage["judges"] = judges[stage["stage"]]
     return {
         "run": run.run_id,
         "name": run.name,
@@ -44,14 +44,15 @@ def funnel(warehouse: Warehouse, ref: str | None = None) -> dict[str, Any]:
     }
 
 
-def _judges(warehouse: Warehouse, run_id: str, stage: str) -> list[dict[str, Any]]:
-    """Per-judge yields of a stage that decides its inputs several ways (InF-IR's three judgments)."""
-    rows = warehouse.judge_yields(run_id, stage)
-    if len(rows) < 2:
-        return []
-    for row in rows:
+def _judges(warehouse: Warehouse, run_id: str) -> dict[str, list[dict[str, Any]]]:
+    """Per-judge yields of each stage that decides its inputs several ways (InF-IR's three judgments), read
+    in one query for the run."""
+    by_stage: dict[str, list[dict[str, Any]]] = {}
+    for row in warehouse.judge_yields(run_id):
+        stage = row.pop("stage")
         row["yield"] = round(row["passed"] / row["judged"], 4) if row["judged"] else None
-    return rows
+        by_stage.setdefault(stage, []).append(row)
+    return {stage: rows for stage, rows in by_stage.items() if len(rows) >= 2}
 
 
 def audit(

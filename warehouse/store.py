@@ -904,14 +904,14 @@ class Warehouse:
             [run_id, item_id],
         )
 
-    def judge_yields(self, run_id: str, stage: str) -> list[dict[str, Any]]:
-        """Per LLM judge of a stage: how many it judged, passed, rejected, and left unanswered."""
+    def judge_yields(self, run_id: str) -> list[dict[str, Any]]:
+        """Per stage and LLM judge of a run: how many it judged, passed, rejected, and left unanswered."""
         return self._sql(
-            "SELECT judge, count(*) AS judged, count(*) FILTER (WHERE decision = 'pass') AS passed, "
+            "SELECT stage, judge, count(*) AS judged, count(*) FILTER (WHERE decision = 'pass') AS passed, "
             "count(*) FILTER (WHERE decision = 'reject') AS rejected, "
             "count(*) FILTER (WHERE decision IN ('parse_error', 'failed')) AS unanswered "
-            "FROM verdicts WHERE run_id = ? AND stage = ? AND judge LIKE 'llm:%' GROUP BY judge ORDER BY judge",
-            [run_id, stage],
+            "FROM verdicts WHERE run_id = ? AND judge LIKE 'llm:%' GROUP BY stage, judge ORDER BY stage, judge",
+            [run_id],
         )
 
     def scored_verdicts(self, run_id: str) -> list[dict[str, Any]]:
