@@ -6,9 +6,11 @@ the stage's ordinal (Prefect records parameters; no key is ever one) and finds t
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 import threading
+from collections.abc import Callable
 from typing import Any, cast
 
 from prefect import get_run_logger, task
@@ -56,21 +58,22 @@ def run_stages(warehouse: str, run_id: str = "", config: dict[str, Any] | None =
         sets = [[order] for order in range(1, len(stages) + 1)]
         if not ctx.config.stage_by_stage:
             sets = together(stages, batch=ctx.config.batch)
-        try:
-            # the stages' task runs untagged, whatever tagged the flow run (prefect.tags can only add): for tagged
-            # task runs Prefect asks its server for the tags' concurrency limits, and a user's limit would hold
-            # stages back
-            with ctx.progress.listening(Lines(get_run_logger().info)), TagsContext(current_tags=set()):
-                counts = []
-                for orders in sets:
-                    if len(orders) == 1:
-                        counts.append(run_stage.with_options(name=stages[orders[0] - 1].name)(run_id, orders[0]))
-                    else:
-                        counts += _run_together(ctx, [(order, stages[order - 1]) for order in orders])
-        finally:
-            send_logs()
-        check_failures(ctx.warehouse, run_id, counts, ctx.config.max_failure_share)
-        _publish(ctx.warehouse, run_id)
+        with contextlib.ExitStack() as sending:
+            try:
+                # the stages' task runs untagged, whatever tagged the flow run (prefect.tags can only add): for
+                # tagged task runs Prefect asks its server for the tags' concurrency limits, and a user's limit
+                # would hold stages back
+                with ctx.progress.listening(Lines(get_run_logger().info)), TagsContext(current_tags=set()):
+                    counts = []
+                    for orders in sets:
+                        if len(orders) == 1:
+                            counts.append(run_stage.with_options(name=stages[orders[0] - 1].name)(run_id, orders[0]))
+                        else:
+                            counts += _run_together(ctx, [(order, stages[order - 1]) for order in orders])
+            finally:
+                sending.callback(send_logs())  # sent while the failures are checked and the funnel published
+            check_failures(ctx.warehouse, run_id, counts, ctx.config.max_failure_share)
+            _publish(ctx.warehouse, run_id)
         return counts
 
 
@@ -94,15 +97,16 @@ def _run_together(ctx: RunContext, members: list[tuple[int, Stage]]) -> list[Sta
             del ctx.together[order]
 
 
-def send_logs(timeout: float = 5.0) -> None:
-    """The run's log lines sent to Prefect before its flow run ends: a worker's process may not outlive it.
-    Only the log worker is drained. Prefect's ``drain_all`` stops every service of the process, its events
-    worker too, and the flow run's end then started both again, each with an API client of its own."""
+def send_logs(timeout: float = 5.0) -> Callable[[], None]:
+    """Start sending the log lines logged so far; returns the wait for them to reach Prefect, which comes
+    before the flow run ends: a worker's process may not outlive it. Only the log worker is drained. Prefect's
+    ``drain_all`` stops every service of the process, its events worker too, and the flow run's end then
+    started both again, each with an API client of its own."""
     if not PREFECT_LOGGING_TO_API_ENABLED.value():
-        return
+        return lambda: None
     sender = threading.Thread(target=APILogWorker.instance().drain, name="prefect-logs-drain", daemon=True)
     sender.start()
-    sender.join(timeout)  # a server that no longer answers holds the run's end no longer than this
+    return lambda: sender.join(timeout)  # a server that no longer answers holds the run's end no longer than this
 
 
 def _label(ctx: RunContext) -> None:

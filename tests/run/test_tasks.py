@@ -28,7 +28,7 @@ def test_a_runs_log_lines_reach_prefect_before_its_flow_run_ends_and_its_events_
     def logs_a_line() -> tuple[Any, Any, list[str]]:
         get_run_logger().info(marker)
         events = EventsWorker.instance()
-        send_logs()
+        send_logs()()
         running = FlowRunContext.get()
         assert running is not None and running.flow_run is not None
         with get_client(sync_client=True) as client:
