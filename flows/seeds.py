@@ -179,7 +179,8 @@ class BeirFolder:
     def pairs(self) -> Iterator[SeedPair]:
         judged = self._judgements()
         wanted = {doc for docs in judged.values() for doc in docs}
-        docs = {p.doc_id: p for p in self.passages() if p.doc_id in wanted}
+        rows = (row for row in _jsonl(self.corpus, self.spec) if str(row["_id"]) in wanted)
+        docs = {passage.doc_id: passage for passage in map(_passage, rows)}  # a passage made only if judged
         for row in _jsonl(self.queries, self.spec):
             qid = str(row["_id"])
             pair = _pair(_topic(qid, row), judged.get(qid, {}), docs)
@@ -187,8 +188,11 @@ class BeirFolder:
                 yield pair
 
     def passages(self) -> Iterator[SeedPassage]:
-        for row in _jsonl(self.corpus, self.spec):
-            yield SeedPassage(doc_id=str(row["_id"]), title=str(row.get("title") or ""), text=str(row.get("text", "")))
+        return map(_passage, _jsonl(self.corpus, self.spec))
+
+
+def _passage(row: dict[str, Any]) -> SeedPassage:
+    return SeedPassage(doc_id=str(row["_id"]), title=str(row.get("title") or ""), text=str(row.get("text", "")))
 
 
 class IrDatasets:
