@@ -29,6 +29,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import urllib.error
@@ -121,22 +122,33 @@ def stop(folder: Path | None = None) -> LocalServer | None:
     return server
 
 
-def plain_http_bundle(folder: Path | None = None) -> Path:
+def plain_http_bundle(folder: Path | None = None) -> Path | None:
     """A certificate bundle of one certificate (the first of certifi's, which Prefect's clients would load
-    whole) for Prefect's clients of the local server. Each client makes a TLS context from a bundle, whatever
-    its server speaks: certifi's 117 certificates take 25-90 ms of CPU to read, four or five times a command,
-    one of them as the flow run begins. The local server speaks plain HTTP on loopback, so no certificate is
-    ever checked, and one reads in a millisecond (bench/README.md, sixteenth round)."""
+    whole) for Prefect's clients of the local server; None if it cannot be made, and they load their own.
+    Each client makes a TLS context from a bundle, whatever its server speaks: a whole bundle takes 25-90 ms
+    of CPU to read, four or five times a command, one of them as the flow run begins. The local server speaks
+    plain HTTP on loopback, so no certificate is ever checked, and one reads in a millisecond (bench/README.md,
+    sixteenth round)."""
     path = (folder or state_dir()) / "plain-http-ca.pem"
-    if not path.exists():
-        import certifi
+    if path.exists():
+        return path
+    import certifi
 
-        bundle, end = certifi.contents(), "-----END CERTIFICATE-----"
-        first = bundle[bundle.index("-----BEGIN CERTIFICATE-----") : bundle.index(end) + len(end)] + "\n"
+    begin, end = "-----BEGIN CERTIFICATE-----", "-----END CERTIFICATE-----"
+    try:
+        bundle = certifi.contents()
+        first = bundle[bundle.index(begin) : bundle.index(end) + len(end)] + "\n"
         path.parent.mkdir(parents=True, exist_ok=True)
-        partial = path.with_name(f"{path.name}.{os.getpid()}")
-        partial.write_text(first)
-        partial.replace(path)  # whole or not at all: commands may make it at once
+        handle, partial = tempfile.mkstemp(dir=path.parent, prefix=f"{path.name}.")
+        try:
+            with os.fdopen(handle, "w") as out:
+                out.write(first)
+            os.replace(partial, path)  # whole or not at all: commands may make it at once
+        finally:
+            with suppress(FileNotFoundError):
+                os.unlink(partial)
+    except (OSError, ValueError):  # a folder it cannot write, a bundle without a certificate
+        return None
     return path
 
 

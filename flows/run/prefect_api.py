@@ -60,15 +60,16 @@ _MADE: dict[tuple[Any, ...], tuple[Any, Any]] = {}
 
 
 def _settings(base: Any, local: str | None) -> Any:
-    """``base`` (Prefect's settings) with the local server's API URL and its clients' one-certificate bundle
-    (``plain_http_bundle``, whatever bundle the environment names: no certificate of that server is ever
-    checked), if one is used, and no heartbeats unless asked for, as Prefect's ``temporary_settings`` makes
-    them. Made once for each base, URL and set of ``PREFECT_*`` variables (Prefect reads them again as it makes
+    """``base`` (Prefect's settings) with no heartbeats unless asked for and, when the local server is used,
+    its API URL and its clients' one-certificate bundle (``plain_http_bundle``, whatever bundle the environment
+    names: no certificate of that server is ever checked), as Prefect's ``temporary_settings`` makes them. Made
+    once for each base, URL, bundle and set of ``PREFECT_*`` variables (Prefect reads them again as it makes
     them): making them costs a fifth of a second of every command (bench/README.md, fourteenth round)."""
     from prefect.settings import PREFECT_API_SSL_CERT_FILE, PREFECT_API_URL, PREFECT_FLOWS_HEARTBEAT_FREQUENCY
 
+    bundle = plain_http_bundle() if local is not None else None  # made again if it went missing
     read = tuple(sorted((name, value) for name, value in os.environ.items() if name.startswith("PREFECT_")))
-    key = (id(base), local, read)
+    key = (id(base), local, bundle, read)
     made = _MADE.get(key)
     if made is None or made[0] is not base:  # the base kept with its settings: its id is never another's
         updates: dict[Any, Any] = {}
@@ -76,7 +77,8 @@ def _settings(base: Any, local: str | None) -> Any:
             updates[PREFECT_FLOWS_HEARTBEAT_FREQUENCY] = None
         if local is not None:
             updates[PREFECT_API_URL] = local
-            updates[PREFECT_API_SSL_CERT_FILE] = str(plain_http_bundle())
+        if bundle is not None:
+            updates[PREFECT_API_SSL_CERT_FILE] = str(bundle)
         if len(_MADE) >= 8:  # the local server's port changes only as it is started again
             _MADE.clear()
         made = _MADE[key] = (base, base.copy_with_update(updates=updates))
@@ -85,10 +87,10 @@ def _settings(base: Any, local: str | None) -> Any:
 
 def start_reporting() -> None:
     """Prefect's event and log workers started now, from a thread of their own, once the run is open. Each
-    starts on Prefect's loop thread, and its first step there makes an API client (reading the TLS
-    certificates, 0.03-0.14 s, even for a plain-HTTP server); started by the run's first task instead, the task
-    waited for that loop (0.085 s of every command, bench/README.md, fourteenth round). Whatever fails here,
-    the first task that reports starts them again and says why."""
+    starts on Prefect's loop thread, and its first step there makes an API client (reading a certificate
+    bundle, 0.03-0.14 s for a whole one, even for a plain-HTTP server); started by the run's first task instead,
+    the task waited for that loop (0.085 s of every command, bench/README.md, fourteenth round). Whatever fails
+    here, the first task that reports starts them again and says why."""
     from prefect.events.worker import EventsWorker, should_emit_events
     from prefect.logging.handlers import APILogWorker
     from prefect.settings import PREFECT_LOGGING_TO_API_ENABLED

@@ -361,7 +361,24 @@ def test_prefects_clients_of_the_local_server_read_a_bundle_of_one_certificate(
         with prefect_api():
             get_client(sync_client=True)
         assert read and read[0] != bundle
-        assert make(cafile=read[0]).cert_store_stats()["x509_ca"] > 1
+
+
+def test_a_bundle_that_cannot_be_made_leaves_prefects_clients_their_own(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No certificate to copy, or no folder to write it in: no bundle (the clients load the one they would
+    without ifsynth), and nothing left half made."""
+    import certifi
+
+    state = tmp_path / "state"
+    with monkeypatch.context() as patched:
+        patched.setattr(certifi, "contents", lambda: "no certificate here")
+        assert local_prefect.plain_http_bundle(state) is None
+    (tmp_path / "a file").write_text("")
+    assert local_prefect.plain_http_bundle(tmp_path / "a file" / "state") is None
+    assert sorted(p.name for p in tmp_path.rglob("*")) == ["a file"]
+    assert local_prefect.plain_http_bundle(state) == state / "plain-http-ca.pem"
+    assert sorted(p.name for p in state.iterdir()) == ["plain-http-ca.pem"], "the certificate, and no partial file"
 
 
 def test_a_run_starts_prefects_reporting_off_its_own_thread_with_its_settings(
