@@ -71,7 +71,7 @@ def run_stages(warehouse: str, run_id: str = "", config: dict[str, Any] | None =
                         else:
                             counts += _run_together(ctx, [(order, stages[order - 1]) for order in orders])
             finally:
-                sending.callback(send_logs())  # sent while the failures are checked and the funnel published
+                sending.callback(send_logs())  # what the stages logged, sent while the funnel is published
             check_failures(ctx.warehouse, run_id, counts, ctx.config.max_failure_share)
             _publish(ctx.warehouse, run_id)
         return counts
@@ -99,9 +99,10 @@ def _run_together(ctx: RunContext, members: list[tuple[int, Stage]]) -> list[Sta
 
 def send_logs(timeout: float = 5.0) -> Callable[[], None]:
     """Start sending the log lines logged so far; returns the wait for them to reach Prefect, which comes
-    before the flow run ends: a worker's process may not outlive it. Only the log worker is drained. Prefect's
-    ``drain_all`` stops every service of the process, its events worker too, and the flow run's end then
-    started both again, each with an API client of its own."""
+    before the flow run ends: a worker's process may not outlive it. Lines logged after (Prefect's own line on
+    the flow run's end) go to a log worker started again, sent as the process exits. Only the log worker is
+    drained: Prefect's ``drain_all`` stops every service of the process, and the flow run's end then started
+    its events worker again too, with an API client of its own."""
     if not PREFECT_LOGGING_TO_API_ENABLED.value():
         return lambda: None
     sender = threading.Thread(target=APILogWorker.instance().drain, name="prefect-logs-drain", daemon=True)

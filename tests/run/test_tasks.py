@@ -3,11 +3,17 @@
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
 
+from ifsynth.flows.run import tasks
 from ifsynth.flows.run.tasks import send_logs
+from ifsynth.schemas.errors import RunFailed
+from tests.fake_openai import FakeOpenAI
+from tests.helpers import sensible, small_instructir
 
 pytestmark = pytest.mark.usefixtures("prefect")
 
@@ -38,3 +44,37 @@ def test_a_runs_log_lines_reach_prefect_before_its_flow_run_ends_and_its_events_
     before, after, lines = logs_a_line()
     assert marker in lines, "sent before the flow run ended"
     assert after is before, "the events worker went on"
+
+
+@pytest.mark.parametrize("fails", [False, True], ids=["completed", "failed"])
+def test_a_run_waits_for_its_log_lines_after_publishing_and_when_it_fails(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fails: bool
+) -> None:
+    """The stages' log lines are sent while the run's funnel and card are published (both wait on Prefect's
+    API), and waited for before the flow run ends, a failed run's too."""
+    steps: list[str] = []
+
+    def sending() -> Callable[[], None]:
+        steps.append("sending")
+        return lambda: steps.append("waited")
+
+    def publish(*args: Any) -> None:
+        steps.append("published")
+        published(*args)
+
+    def check_failures(*_: Any) -> None:
+        steps.append("checked")
+        raise RunFailed("every ask failed")
+
+    published = tasks._publish
+    monkeypatch.setattr(tasks, "send_logs", sending)
+    monkeypatch.setattr(tasks, "_publish", publish)
+    if fails:
+        monkeypatch.setattr(tasks, "check_failures", check_failures)
+    with FakeOpenAI(mode="responder", responder=sensible) as fake:
+        if fails:
+            with pytest.raises(RunFailed):
+                small_instructir(tmp_path / "w.duckdb", fake.base_url, limit=2, min_group_size=1)
+        else:
+            small_instructir(tmp_path / "w.duckdb", fake.base_url, limit=2, min_group_size=1)
+    assert steps == (["sending", "checked", "waited"] if fails else ["sending", "published", "waited"])
