@@ -180,7 +180,7 @@ class BeirFolder:
         judged = self._judgements()
         wanted = {doc for docs in judged.values() for doc in docs}
         rows = (row for row in _jsonl(self.corpus, self.spec) if str(row["_id"]) in wanted)
-        docs = {passage.doc_id: passage for passage in map(_passage, rows)}  # a passage made only if judged
+        docs = {passage.doc_id: passage for passage in map(_beir_passage, rows)}  # a passage made only if judged
         for row in _jsonl(self.queries, self.spec):
             qid = str(row["_id"])
             pair = _pair(_topic(qid, row), judged.get(qid, {}), docs)
@@ -188,10 +188,10 @@ class BeirFolder:
                 yield pair
 
     def passages(self) -> Iterator[SeedPassage]:
-        return map(_passage, _jsonl(self.corpus, self.spec))
+        return map(_beir_passage, _jsonl(self.corpus, self.spec))
 
 
-def _passage(row: dict[str, Any]) -> SeedPassage:
+def _beir_passage(row: dict[str, Any]) -> SeedPassage:
     return SeedPassage(doc_id=str(row["_id"]), title=str(row.get("title") or ""), text=str(row.get("text", "")))
 
 
