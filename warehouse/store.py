@@ -231,8 +231,12 @@ class Warehouse:
             )
         if not read_only:
             try:
+                # one transaction: one commit of DuckDB's log, not one a statement (about 10 ms of a new file's
+                # open), and a file with every table or none
+                self._db.execute("BEGIN TRANSACTION")
                 self._db.execute(resources.files("ifsynth.warehouse").joinpath("ddl.sql").read_text())
                 self._db.execute("INSERT OR IGNORE INTO meta VALUES ('schema_version', '1')")
+                self._db.execute("COMMIT")
                 self._replay_journal()
                 # A run still marked running cannot be alive: this process holds the only write lock. It is
                 # recorded as readers showed it (``shown_status``), not as a stop someone asked for.
