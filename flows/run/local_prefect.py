@@ -129,18 +129,19 @@ def plain_http_bundle(folder: Path | None = None) -> Path | None:
     of CPU to read, four or five times a command, one of them as the flow run begins. The local server speaks
     plain HTTP on loopback, so no certificate is ever checked, and one reads in a millisecond (bench/README.md,
     sixteenth round)."""
-    path = (folder or state_dir()) / "plain-http-ca.pem"
-    if path.exists():
-        return path
     import certifi
 
+    path = (folder or state_dir()) / "plain-http-ca.pem"
     begin, end = "-----BEGIN CERTIFICATE-----", "-----END CERTIFICATE-----"
     try:
+        if path.exists():
+            return path
         bundle = certifi.contents()
         first = bundle[bundle.index(begin) : bundle.index(end) + len(end)] + "\n"
         path.parent.mkdir(parents=True, exist_ok=True)
         handle, partial = tempfile.mkstemp(dir=path.parent, prefix=f"{path.name}.")
         try:
+            os.fchmod(handle, 0o644)  # as a file written plainly: a certificate is no secret
             with os.fdopen(handle, "w") as out:
                 out.write(first)
             os.replace(partial, path)  # whole or not at all: commands may make it at once

@@ -364,21 +364,34 @@ def test_prefects_clients_of_the_local_server_read_a_bundle_of_one_certificate(
 
 
 def test_a_bundle_that_cannot_be_made_leaves_prefects_clients_their_own(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """No certificate to copy, or no folder to write it in: no bundle (the clients load the one they would
-    without ifsynth), and nothing left half made."""
+    """No certificate to copy, no folder to write it in, or a write that fails: no bundle, nothing left half
+    made, and the local server's clients read the bundle they would without ifsynth."""
     import certifi
+    from prefect.settings import PREFECT_API_SSL_CERT_FILE
 
     state = tmp_path / "state"
     with monkeypatch.context() as patched:
         patched.setattr(certifi, "contents", lambda: "no certificate here")
         assert local_prefect.plain_http_bundle(state) is None
+        with answering() as url:
+            folder, theirs = _record(home, url), PREFECT_API_SSL_CERT_FILE.value()
+            with prefect_api():
+                assert PREFECT_API_SSL_CERT_FILE.value() == theirs
+            assert not (folder / "plain-http-ca.pem").exists()
     (tmp_path / "a file").write_text("")
     assert local_prefect.plain_http_bundle(tmp_path / "a file" / "state") is None
-    assert sorted(p.name for p in tmp_path.rglob("*")) == ["a file"]
+
+    def full(*_: object) -> None:
+        raise OSError(28, "No space left on device")
+
+    with monkeypatch.context() as patched:
+        patched.setattr(os, "replace", full)
+        assert local_prefect.plain_http_bundle(state) is None
+    assert sorted(p.name for p in state.iterdir()) == [], "the partial file removed"
     assert local_prefect.plain_http_bundle(state) == state / "plain-http-ca.pem"
-    assert sorted(p.name for p in state.iterdir()) == ["plain-http-ca.pem"], "the certificate, and no partial file"
+    assert sorted(p.name for p in state.iterdir()) == ["plain-http-ca.pem"]
 
 
 def test_a_run_starts_prefects_reporting_off_its_own_thread_with_its_settings(
