@@ -46,17 +46,23 @@ def test_a_runs_log_lines_reach_prefect_before_its_flow_run_ends_and_its_events_
     assert after is before, "the events worker went on"
 
 
-@pytest.mark.parametrize("fails", [False, True], ids=["completed", "failed"])
+@pytest.mark.parametrize("fails", ["", "a stage", "the check"], ids=["completed", "stage-fails", "check-fails"])
 def test_a_run_waits_for_its_log_lines_after_publishing_and_when_it_fails(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fails: bool
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fails: str
 ) -> None:
-    """The stages' log lines are sent while the run's funnel and card are published (both wait on Prefect's
-    API), and waited for before the flow run ends, a failed run's too."""
+    """The stages' log lines are sent once they end, while the run's funnel and card are published (both
+    wait on Prefect's API), and waited for before the flow run ends, a failed run's too."""
     steps: list[str] = []
 
     def sending() -> Callable[[], None]:
         steps.append("sending")
         return lambda: steps.append("waited")
+
+    def run_together(*args: Any) -> Any:
+        steps.append("stages")
+        if fails == "a stage":
+            raise RunFailed("a stage failed")
+        return together(*args)
 
     def publish(*args: Any) -> None:
         steps.append("published")
@@ -66,10 +72,11 @@ def test_a_run_waits_for_its_log_lines_after_publishing_and_when_it_fails(
         steps.append("checked")
         raise RunFailed("every ask failed")
 
-    published = tasks._publish
+    together, published = tasks._run_together, tasks._publish
     monkeypatch.setattr(tasks, "send_logs", sending)
+    monkeypatch.setattr(tasks, "_run_together", run_together)
     monkeypatch.setattr(tasks, "_publish", publish)
-    if fails:
+    if fails == "the check":
         monkeypatch.setattr(tasks, "check_failures", check_failures)
     with FakeOpenAI(mode="responder", responder=sensible) as fake:
         if fails:
@@ -77,4 +84,5 @@ def test_a_run_waits_for_its_log_lines_after_publishing_and_when_it_fails(
                 small_instructir(tmp_path / "w.duckdb", fake.base_url, limit=2, min_group_size=1)
         else:
             small_instructir(tmp_path / "w.duckdb", fake.base_url, limit=2, min_group_size=1)
-    assert steps == (["sending", "checked", "waited"] if fails else ["sending", "published", "waited"])
+    ends = {"": ["published"], "a stage": [], "the check": ["checked"]}[fails]
+    assert steps == ["stages", "sending", *ends, "waited"]
