@@ -231,7 +231,7 @@ class Warehouse:
             )
         if not read_only:
             try:
-                # one transaction: one commit of DuckDB's log, not one a statement (about 10 ms of a new file's
+                # one transaction: one commit of DuckDB's log, not one a statement (2-14 ms of a new file's
                 # open), and a file with every table or none
                 self._db.execute("BEGIN TRANSACTION")
                 self._db.execute(resources.files("ifsynth.warehouse").joinpath("ddl.sql").read_text())
