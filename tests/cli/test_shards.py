@@ -114,7 +114,7 @@ def test_a_killed_shard_is_continued_alone(seeds: Path, one_process: dict[str, A
     that shard alone, from its cache, and the release is the one-process run's."""
     warehouse = tmp_path / "w.duckdb"
     args = ["--warehouse", str(warehouse), *run_args(seeds, "", "--shards", "2")]
-    with FakeOpenAI(latency=0.2) as fake:  # slow enough that shard 2 is still at work when it is killed
+    with FakeOpenAI(latency=0.2) as fake:
         args[args.index("--base-url") + 1] = fake.base_url
         parent = subprocess.Popen([sys.executable, "-m", "ifsynth.flows.cli", *args], cwd=REPO, text=True,
                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=os.environ.copy())  # fmt: skip
@@ -122,6 +122,7 @@ def test_a_killed_shard_is_continued_alone(seeds: Path, one_process: dict[str, A
         while fake.stats()["requests"] < 40:
             assert time.monotonic() < deadline and parent.poll() is None, parent.stderr.read() if parent.stderr else ""
             time.sleep(0.05)
+        fake.configure(latency=1.0)  # the rest slower: shard 2 is still running when it is looked at and killed
         wait_running(warehouse.with_name("w.duckdb.shards") / "2-of-2.duckdb", deadline)  # its process took it
         os.kill(shard_process(parent.pid, "2-of-2.duckdb"), signal.SIGKILL)
         fake.configure(latency=0.01)  # killed: shard 1 need not stay slow to the end
@@ -156,6 +157,7 @@ def test_ctrl_c_stops_every_shard_cleanly_and_a_shard_can_be_watched(seeds: Path
         while fake.stats()["requests"] < 20:
             assert time.monotonic() < deadline and parent.poll() is None
             time.sleep(0.05)
+        fake.configure(latency=1.0)  # the rest slower: a shard is still running when it is looked at and stopped
         shard = warehouse.with_name("w.duckdb.shards") / "1-of-2.duckdb"
         for path in (shard, shard.with_name("2-of-2.duckdb")):  # from another shell, answered by its process
             wait_running(path, deadline)
@@ -203,6 +205,7 @@ def test_shards_stop_when_their_coordinator_is_killed(seeds: Path, tmp_path: Pat
         while fake.stats()["requests"] < 20:
             assert time.monotonic() < deadline and parent.poll() is None
             time.sleep(0.05)
+        fake.configure(latency=1.0)  # the rest slower: a shard is still running when it is looked at and stopped
         paths = [warehouse.with_name("w.duckdb.shards") / f"{i}-of-2.duckdb" for i in (1, 2)]
         for path in paths:
             wait_running(path, deadline)
