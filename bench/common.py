@@ -94,21 +94,28 @@ def cli(
     ``python``: the interpreter of another checkout's venv, to run that checkout's ifsynth. ``warm``: a run
     goes through the warm process, as a user's does; else each command is a process of its own, whose CPU,
     memory and process group are the command's."""
-    defaults = {
-        "IR_DATASETS_HOME": str(warehouse.parent / "irds"),
-        "PREFECT_HOME": prefect_home(),
-        "IFSYNTH_WARM": "1" if warm else "0",
-        "XDG_RUNTIME_DIR": runtime_dir(),
-    }
     return subprocess.Popen(
         [python, "-m", "ifsynth.flows.cli", "--warehouse", str(warehouse), *args],
         cwd=REPO,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
-        env={**os.environ, **defaults, **(env or {})},
+        env=command_env(warehouse, env, warm=warm),
         start_new_session=True,
     )
+
+
+def command_env(warehouse: Path, env: dict[str, str] | None = None, *, warm: bool = False) -> dict[str, str]:
+    """The environment of a benchmark's command: the bench's own Prefect home and warm-process folder, and
+    no warm process unless ``warm`` (else the command would hand its run to one, and a figure read from the
+    command's process would be the thin client's)."""
+    defaults = {
+        "IR_DATASETS_HOME": str(warehouse.parent / "irds"),
+        "PREFECT_HOME": prefect_home(),
+        "IFSYNTH_WARM": "1" if warm else "0",
+        "XDG_RUNTIME_DIR": runtime_dir(),
+    }
+    return {**os.environ, **defaults, **(env or {})}
 
 
 def run_args(seeds: Path, base_url: str, concurrency: int, *extra: str, k: int = 10) -> list[str]:

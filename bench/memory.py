@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench.common import REPO, emit, fake_server, high_water_kb, run_args, synthetic_beir, warm_up
+from bench.common import REPO, command_env, emit, fake_server, high_water_kb, run_args, synthetic_beir, warm_up
 
 
 def peak(
@@ -30,7 +30,7 @@ def peak(
     with out_path.open("w") as out_file, err_path.open("w") as err_file:
         process = subprocess.Popen(
             [sys.executable, "-m", "ifsynth.flows.cli", "--warehouse", str(root / f"m{seeds}.duckdb"), *limit, *argv],
-            cwd=REPO, stdout=out_file, stderr=err_file,
+            cwd=REPO, stdout=out_file, stderr=err_file, env=command_env(root / f"m{seeds}.duckdb"),
         )  # fmt: skip
         own = 0  # the process's own peak, read while it runs (Prefect's server is a separate process)
         while True:

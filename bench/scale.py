@@ -23,7 +23,17 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench.common import REPO, emit, fake_requests, fake_server, high_water_kb, run_args, synthetic_beir, warm_up
+from bench.common import (
+    REPO,
+    command_env,
+    emit,
+    fake_requests,
+    fake_server,
+    high_water_kb,
+    run_args,
+    synthetic_beir,
+    warm_up,
+)
 from tests.servers import descendants, prefect_server
 
 
@@ -38,7 +48,7 @@ def measure(base_url: str, root: Path, seeds: int, shards: int, concurrency: int
     with (root / "err.txt").open("w") as errors:
         process = subprocess.Popen(
             [sys.executable, "-m", "ifsynth.flows.cli", "--warehouse", str(warehouse), *argv],
-            cwd=REPO, stdout=subprocess.DEVNULL, stderr=errors,
+            cwd=REPO, stdout=subprocess.DEVNULL, stderr=errors, env=command_env(warehouse),
         )  # fmt: skip
         peaks: dict[int, int] = {}
         shard_pids: set[int] = set()
