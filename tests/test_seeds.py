@@ -156,7 +156,7 @@ def select(root: Path, *sets: str, limit: int | None = None) -> Selected:
     source = open_source(config.seeds)
     stage = SelectSeeds(bands=Bands.of(source.pairs(), params)[0])
     run = Env("r", "instructir", "select", params)
-    pages = candidates(source.pairs(), stage.bands, params, limit)
+    pages = candidates(source.pairs, stage.bands, params, limit)
     outcomes = [outcome for page in pages for _, outcome in stage.decide(run, page)]
     decisions = Counter(o.decision for o in outcomes)
     counts = StageCounts(stage="select", n_in=len(outcomes), n_out=decisions["pass"], set_aside=decisions["set_aside"],
@@ -215,7 +215,7 @@ def test_the_release_seeds_are_all_drawn_once_declared_already_selected() -> Non
     params = InstructIRParams()
     source = open_source(f"beir:{root}")
     notes: list[str] = []
-    list(candidates(source.pairs(), Bands.of(source.pairs(), params)[0], params, None, notes.append))
+    list(candidates(source.pairs, Bands.of(source.pairs(), params)[0], params, None, notes.append))
     assert notes == [
         f"select: the length bands reject {1743 - banded.n_out:,} of 1,743 seeds with one positive; seeds selected "
         "already (InstructIR's filtered_version) take --set select=already_selected"

@@ -3,7 +3,8 @@
 Queries are kept inside their band. Passages are kept inside or outside theirs: InstructIR's paper says inside,
 its released seeds (1,743 passages, none of length 255-371 characters) were kept outside.
 
-Two passes over the source (lengths, then decisions) keep memory flat on large collections. The sample is
+Three passes over the source (lengths, decisions, the eligible pairs' pages) keep memory flat on large
+collections: between passes only the bands and the eligible query ids are held. The sample is
 the ``limit`` eligible queries with the smallest hash of (seed, query id): stable under any file order.
 """
 
@@ -86,7 +87,7 @@ class SelectSeeds(RuleStage[Candidate]):
         return self.n_pairs
 
     def inputs(self, ctx: RunContext) -> Iterator[list[Candidate]]:
-        return candidates(ctx.source.pairs(), self.bands, selection(ctx.params), ctx.config.limit, ctx.progress.note)
+        return candidates(ctx.source.pairs, self.bands, selection(ctx.params), ctx.config.limit, ctx.progress.note)
 
     def decide(self, env: Env, page: list[Candidate]) -> Iterable[Decided]:
         return [self.outcome(env, candidate) for candidate in page]
@@ -118,39 +119,52 @@ class SelectSeeds(RuleStage[Candidate]):
 
 
 def candidates(
-    pairs: Iterable[SeedPair],
+    pairs: Callable[[], Iterable[SeedPair]],
     bands: Bands,
     params: SeedSelection,
     limit: int | None,
     note: Callable[[str], None] | None = None,
 ) -> Iterator[list[Candidate]]:
     """Pages of the ineligible pairs as they come, then of the eligible ones, each marked whether the sample of
-    ``limit`` (none: all) drew it. ``note`` hears how many one-positive seeds the length bands took away: seeds
-    that were selected already lose about three quarters to bands computed on them again, and must not silently."""
-    eligible: list[SeedPair] = []
-    ineligible: list[Candidate] = []
+    ``limit`` (none: all) drew it. The eligible pairs are read again for their pages, not held: memory keeps
+    their query ids alone, however many seeds there are. ``note`` hears how many one-positive seeds the length
+    bands took away: seeds that were selected already lose about three quarters to bands computed on them
+    again, and must not silently."""
+    eligible: list[str] = []
     banded = 0
-    for pair in pairs:
-        if reasons(pair, bands, params):
-            banded += len(pair.positives) == 1
-            ineligible.append(Candidate(pair))
-            if len(ineligible) == PAGE:
-                yield ineligible
-                ineligible = []
-        else:
-            eligible.append(pair)
-    if ineligible:
-        yield ineligible
+
+    def ineligible() -> Iterator[Candidate]:
+        nonlocal banded
+        for pair in pairs():
+            if reasons(pair, bands, params):
+                banded += len(pair.positives) == 1
+                yield Candidate(pair)
+            else:
+                eligible.append(pair.query.query_id)
+
+    yield from _paged(ineligible())
     if note is not None and banded:
         note(
             f"select: the length bands reject {banded:,} of {banded + len(eligible):,} seeds with one positive; "
             "seeds selected already (InstructIR's filtered_version) take --set select=already_selected"
         )
     keep = len(eligible) if limit is None else limit
-    drawn = hash_sample(eligible, keep, key=lambda pair: f"{params.seed}:{pair.query.query_id}")
-    chosen = {pair.query.query_id for pair in drawn}
-    for start in range(0, len(eligible), PAGE):
-        yield [Candidate(pair, pair.query.query_id in chosen) for pair in eligible[start : start + PAGE]]
+    chosen = set(hash_sample(eligible, keep, key=lambda query_id: f"{params.seed}:{query_id}"))
+    eligible.clear()
+    yield from _paged(
+        Candidate(pair, pair.query.query_id in chosen) for pair in pairs() if not reasons(pair, bands, params)
+    )
+
+
+def _paged(candidates: Iterable[Candidate]) -> Iterator[list[Candidate]]:
+    page: list[Candidate] = []
+    for candidate in candidates:
+        page.append(candidate)
+        if len(page) == PAGE:
+            yield page
+            page = []
+    if page:
+        yield page
 
 
 @dataclass(frozen=True)

@@ -28,16 +28,29 @@ def test_the_bands_are_the_configured_percentiles_of_the_collection() -> None:
 
 
 def test_ineligible_pairs_come_first_then_eligible_ones_marked_by_the_draw() -> None:
-    pages = list(candidates(PAIRS, BANDS, PARAMS, limit=4))
+    pages = list(candidates(lambda: PAIRS, BANDS, PARAMS, limit=4))
     listed = [c for page in pages for c in page]
     assert [c.pair.query.query_id for c in listed[:10]] == [f"q{n}" for n in (1, 2, 3, 4, 5, 16, 17, 18, 19, 20)]
     assert not any(c.drawn for c in listed[:10]) and sum(c.drawn for c in listed[10:]) == 4
-    again = [c for page in candidates(reversed(PAIRS), BANDS, PARAMS, limit=4) for c in page if c.drawn]
+    again = [c for page in candidates(lambda: reversed(PAIRS), BANDS, PARAMS, limit=4) for c in page if c.drawn]
     assert {c.pair.query.query_id for c in again} == {c.pair.query.query_id for c in listed if c.drawn}, "any order"
 
 
+def test_eligible_pairs_are_read_again_for_their_pages_not_held_from_the_decisions() -> None:
+    reads: list[list[SeedPair]] = []
+
+    def fresh() -> list[SeedPair]:  # each read makes new pair objects, as a seed file's does
+        reads.append([pair.model_copy(deep=True) for pair in PAIRS])
+        return reads[-1]
+
+    listed = [c for page in candidates(fresh, BANDS, PARAMS, limit=4) for c in page]
+    assert len(reads) == 2
+    assert all(any(c.pair is p for p in reads[0]) for c in listed[:10]), "ineligible: as they come"
+    assert all(any(c.pair is p for p in reads[1]) for c in listed[10:]), "eligible: from the second read"
+
+
 def test_no_limit_draws_every_eligible_pair() -> None:
-    listed = [c for page in candidates(PAIRS, BANDS, PARAMS, limit=None) for c in page]
+    listed = [c for page in candidates(lambda: PAIRS, BANDS, PARAMS, limit=None) for c in page]
     assert sum(c.drawn for c in listed) == 10
 
 
@@ -73,6 +86,6 @@ def test_an_ineligible_pair_is_rejected_with_a_verdict_per_rule_and_kept_on_reco
 
 def test_every_pair_is_decided_once() -> None:
     stage, e = SelectSeeds(bands=BANDS), at(env("instructir", length_unit="words", passage_band="inside"), "select")
-    decided = [d for page in candidates(PAIRS, BANDS, PARAMS, limit=4) for d in stage.decide(e, page)]
+    decided = [d for page in candidates(lambda: PAIRS, BANDS, PARAMS, limit=4) for d in stage.decide(e, page)]
     assert Counter(o.decision for _, o in decided) == {"reject": 10, "pass": 4, "set_aside": 6}
     assert len({seed_id for seed_id, _ in decided}) == 20
