@@ -37,6 +37,15 @@ FLUSH_SECONDS = 2.0
 # A reader (`ifsynth funnel` from another shell) holds the file for the moment a query takes; a writer that
 # finds it held tries again for this long before it says the file is in use.
 WRITER_WAIT_SECONDS = 3.0
+# Rows per row group of what a writer appends. Each checkpoint leaves the rows appended since the last one in a
+# row group of their own, and a later checkpoint merges such neighbours, rebuilding them uncompressed in memory
+# up to a full row group: with DuckDB's 122,880 rows, a spike of 100-150 MB in a 20,000-seed run
+# (bench/README.md, "Memory"). A setting of the attachment, not of the file: other programs append as they do.
+ROW_GROUP_ROWS = 8192
+# Table blocks DuckDB may keep in its buffer pool after a write before they are let go. It keeps every block
+# it writes or reads up to its memory limit (80 % of RAM by default), so a run's process grew with what it wrote
+# (bench/README.md, "Memory"); a later read of a block let go reads it from the file again.
+KEPT_BLOCK_BYTES = 16 << 20
 
 _STR = pa.string()
 _ARROW = {
@@ -189,6 +198,40 @@ RELEASE_COLUMNS = {
 }
 
 
+class _InFlight:
+    """The statements under way on a warehouse's cursors, counted so that one can be run alone."""
+
+    def __init__(self) -> None:
+        self._changed = threading.Condition()
+        self._running = 0
+        self._alone = False
+
+    @contextlib.contextmanager
+    def one(self) -> Iterator[None]:
+        with self._changed:
+            self._changed.wait_for(lambda: not self._alone)
+            self._running += 1
+        try:
+            yield
+        finally:
+            with self._changed:
+                self._running -= 1
+
+    @contextlib.contextmanager
+    def alone(self) -> Iterator[bool]:
+        """Whether no statement is under way; if none is, none starts until the block ends. It never waits:
+        a thread inside ``one`` may be the one asking."""
+        with self._changed:
+            alone = self._alone = self._running == 0
+        try:
+            yield alone
+        finally:
+            if alone:
+                with self._changed:
+                    self._alone = False
+                    self._changed.notify_all()
+
+
 class Warehouse:
     """Runs, items with lineage, verdicts, the LLM call cache and releases, in one DuckDB file."""
 
@@ -205,6 +248,8 @@ class Warehouse:
             raise WarehouseError(f"no warehouse at `{self.path}`; `ifsynth run` creates one")
         self.path.parent.mkdir(parents=True, exist_ok=True)
         config: dict[str, Any] = {"memory_limit": memory_limit} if memory_limit else {}
+        self._in_flight = _InFlight()
+        self._memory_limit = memory_limit
         self._db = self._connect(config, time.monotonic() + (0.0 if read_only else WRITER_WAIT_SECONDS))
         self._local = threading.local()
         self._cursors: list[duckdb.DuckDBPyConnection] = []
@@ -263,7 +308,7 @@ class Warehouse:
         """DuckDB's connection; a lock held by another process is waited out until ``until``."""
         while True:
             try:
-                return duckdb.connect(str(self.path), read_only=self.read_only, config=config)
+                return self._attach(config)
             except (duckdb.ParserException, duckdb.InvalidInputException) as exc:
                 if not config:
                     raise
@@ -284,6 +329,19 @@ class Warehouse:
                     continue
                 pid = re.search(r"PID (\d+)", str(exc))
                 raise WarehouseInUse(str(self.path), f"pid {pid.group(1)}" if pid else "unknown pid") from None
+
+    def _attach(self, config: dict[str, Any]) -> duckdb.DuckDBPyConnection:
+        """The file attached to a database of its own settings, the one way to give it a row group size."""
+        # spilled blocks go beside the file, as they do for a file opened directly (not to ./.tmp)
+        db = duckdb.connect(config={**config, "temp_directory": f"{self.path}.tmp"})
+        try:
+            options = "READ_ONLY" if self.read_only else f"ROW_GROUP_SIZE {ROW_GROUP_ROWS}"
+            db.execute(f"ATTACH ? AS warehouse ({options})", [str(self.path)])
+            db.execute("USE warehouse")
+        except BaseException:
+            db.close()
+            raise
+        return db
 
     def __enter__(self) -> Self:
         return self
@@ -340,24 +398,31 @@ class Warehouse:
         cursor = getattr(self._local, "cursor", None)
         if cursor is None:
             cursor = self._local.cursor = self._db.cursor()
+            cursor.execute("USE warehouse")  # a cursor starts in the attaching database
             with self._cursors_lock:  # not the write lock: flush() holds that while it waits for the writer
                 self._cursors.append(cursor)
         return cursor
+
+    @contextlib.contextmanager
+    def _statement(self) -> Iterator[duckdb.DuckDBPyConnection]:
+        """This thread's cursor, counted while it is in use, so that ``_let_blocks_go`` runs alone."""
+        with self._in_flight.one():
+            yield self._cursor()
 
     def _sql(
         self, query: str, params: Sequence[Any] | None = None, *, tables: dict[str, pa.Table] | None = None
     ) -> list[dict[str, Any]]:
         """Run a read query and return its rows as dicts; ``tables`` are Arrow tables it may join."""
-        cursor = self._cursor()
-        for name, table in (tables or {}).items():
-            cursor.register(name, table)
-        try:
-            result = cursor.execute(query, params or [])
-            names = [column[0] for column in result.description or []]
-            return [dict(zip(names, row, strict=True)) for row in result.fetchall()]
-        finally:
-            for name in tables or {}:
-                cursor.unregister(name)
+        with self._statement() as cursor:
+            for name, table in (tables or {}).items():
+                cursor.register(name, table)
+            try:
+                result = cursor.execute(query, params or [])
+                names = [column[0] for column in result.description or []]
+                return [dict(zip(names, row, strict=True)) for row in result.fetchall()]
+            finally:
+                for name in tables or {}:
+                    cursor.unregister(name)
 
     def query(self, sql: str, params: Sequence[Any] | None = None) -> list[dict[str, Any]]:
         """A read query of your own, for tests and ad-hoc inspection: ifsynth's code asks the named methods,
@@ -444,21 +509,45 @@ class Warehouse:
         self._writing = self._writer.submit(self._write, self._writing_rows)
 
     def _write(self, batch: dict[str, list[dict[str, Any]]]) -> None:
-        cursor = self._cursor()
-        cursor.execute("BEGIN")
-        try:
-            for table, rows in batch.items():
-                self._append(cursor, table, rows)
-            cursor.execute("COMMIT")
-        except BaseException as exc:
-            # a COMMIT that failed has rolled back; one that ran out of memory may have invalidated the database
-            with contextlib.suppress(duckdb.TransactionException, duckdb.FatalException):
-                cursor.execute("ROLLBACK")
-            if _out_of_space(exc):
-                raise self._no_space() from exc
-            if _out_of_memory(exc):  # rows kept, as for a full disk: a rerun writes them
-                raise self._explained(exc) from exc
-            raise
+        with self._statement() as cursor:
+            cursor.execute("BEGIN")
+            try:
+                for table, rows in batch.items():
+                    self._append(cursor, table, rows)
+                cursor.execute("COMMIT")
+            except BaseException as exc:
+                # a COMMIT that failed has rolled back; one that ran out of memory may have invalidated the database
+                with contextlib.suppress(duckdb.TransactionException, duckdb.FatalException):
+                    cursor.execute("ROLLBACK")
+                if _out_of_space(exc):
+                    raise self._no_space() from exc
+                if _out_of_memory(exc):  # rows kept, as for a full disk: a rerun writes them
+                    raise self._explained(exc) from exc
+                raise
+            kept = cursor.execute(
+                "SELECT coalesce(sum(memory_usage_bytes), 0) FROM duckdb_memory() WHERE tag = 'BASE_TABLE'"
+            ).fetchall()[0][0]
+        if kept >= KEPT_BLOCK_BYTES:
+            self._let_blocks_go()
+
+    def _let_blocks_go(self) -> None:
+        """Have DuckDB let go of the table blocks it keeps. It has no statement for that; lowering its memory
+        limit evicts every block it can, and when what stays (the tables' indexes, say) is more than the new
+        limit, the limit is left as it was. It is done with no other statement under way, so none can meet the
+        lowered limit, or not at all this time."""
+        with self._in_flight.alone() as alone:
+            if not alone:
+                return
+            cursor = self._cursor()
+            try:
+                cursor.execute("SET memory_limit = '1MB'")
+            except duckdb.OutOfMemoryException:
+                return  # blocks evicted, limit unchanged
+            # it held all it had in 1 MB: set it back
+            if self._memory_limit is None:
+                cursor.execute("RESET memory_limit")
+            else:
+                cursor.execute("SET memory_limit = ?", [self._memory_limit])
 
     def _no_space(self) -> WarehouseError:
         """What a write that found the disk full (or past ``ulimit -f``) says: what to free, and that nothing
@@ -568,7 +657,8 @@ class Warehouse:
         if missing:
             with self._lock:
                 if self._answered is None:  # the file's answers, and those still on their way to it
-                    self._answered = AnsweredKeys.read(self._cursor())
+                    with self._statement() as cursor:
+                        self._answered = AnsweredKeys.read(cursor)
                     self._answered.since.update(self._buffered_answers, self._writing_answers)
                 missing = [k for k in missing if self._answered.may_hold(k)]
         if missing:
@@ -643,9 +733,8 @@ class Warehouse:
         at the merge). Rows this one already holds stay as they are, so absorbing twice adds nothing."""
         self.flush()
         quoted = str(Path(path).resolve()).replace("'", "''")
-        with self._lock:
+        with self._lock, self._statement() as cursor:
             self._answered = None  # the shard's answers are this one's now: read again when asked
-            cursor = self._cursor()
             cursor.execute(f"ATTACH '{quoted}' AS shard (READ_ONLY)")
             try:
                 for table in ("runs", "items", "verdicts", "llm_calls", "stage_counts"):
@@ -730,8 +819,7 @@ class Warehouse:
     def clear_stage(self, run_id: str, stage: str) -> None:
         """Forget what a stage wrote for a run: rerunning it rebuilds everything from the cache."""
         self.flush()
-        with self._lock:
-            cursor = self._cursor()
+        with self._lock, self._statement() as cursor:
             cursor.execute("DELETE FROM items WHERE run_id = ? AND stage = ?", [run_id, stage])
             # people's verdicts (`human`, `human:<reviewer>`) are no stage's output: a rerun keeps them
             cursor.execute(
@@ -1181,8 +1269,7 @@ class Warehouse:
         }
         tables = {table: _arrow(list(data), RELEASE_COLUMNS[table]) for table, data in rows.items()}
         self.flush()
-        with self._lock:
-            cursor = self._cursor()
+        with self._lock, self._statement() as cursor:
             cursor.execute("BEGIN")
             try:
                 for table in ("releases", *tables):

@@ -338,6 +338,72 @@ def test_memory_limit_caps_duckdb_and_a_bad_one_is_one_clear_error(tmp_path: Pat
     assert invoke("--warehouse", str(path), "--memory-limit", "64MB", "runs", "--json").returncode == 0
 
 
+def test_a_writer_appends_in_small_row_groups_and_spills_beside_the_file(tmp_path: Path) -> None:
+    """Row groups of ``ROW_GROUP_ROWS``: a checkpoint's merge of small neighbours then rebuilds at most that many
+    rows in memory, not DuckDB's 122,880 (the 20,000-seed run's spike). The attachment carries the setting,
+    and a reader of the file sees every row."""
+    path = tmp_path / "w.duckdb"
+    with Warehouse(path) as warehouse:
+        for i in range(3 * store.ROW_GROUP_ROWS):
+            warehouse.add_call(call(i))
+        warehouse.checkpoint()
+        groups = query(
+            warehouse, "SELECT row_group_id, max(count) AS n FROM pragma_storage_info('llm_calls') GROUP BY ALL"
+        )
+        spill = query(warehouse, "SELECT current_setting('temp_directory') AS t")[0]["t"]
+    assert len(groups) >= 3 and max(g["n"] for g in groups) <= store.ROW_GROUP_ROWS
+    assert spill == f"{path}.tmp"  # a file opened directly spills there too, not to ./.tmp
+    with Warehouse(path, read_only=True) as warehouse:
+        assert committed(warehouse) == 3 * store.ROW_GROUP_ROWS
+
+
+def kept_blocks(warehouse: Warehouse) -> int:
+    sql = "SELECT sum(memory_usage_bytes) AS b FROM duckdb_memory() WHERE tag = 'BASE_TABLE'"
+    return int(query(warehouse, sql)[0]["b"])
+
+
+@pytest.mark.parametrize("memory_limit", [None, "64MB"])
+def test_the_blocks_a_write_leaves_in_duckdb_are_let_go_and_the_limit_stays(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, memory_limit: str | None
+) -> None:
+    path = tmp_path / "w.duckdb"
+
+    with Warehouse(path, memory_limit=memory_limit) as warehouse:
+        limit = query(warehouse, "SELECT current_setting('memory_limit') AS m")[0]["m"]
+        for i in range(20_000):
+            warehouse.add_call(call(i).model_copy(update={"response": f"{i:06d}" * 50}))
+        warehouse.checkpoint()
+        assert committed(warehouse) == 20_000 and kept_blocks(warehouse) > 1 << 20  # the blocks just read
+        warehouse.add_call(call(20_000))
+        warehouse.flush()  # kept is under KEPT_BLOCK_BYTES: they stay
+        assert kept_blocks(warehouse) > 1 << 20
+        monkeypatch.setattr(store, "KEPT_BLOCK_BYTES", 1 << 20)
+        warehouse.add_call(call(20_001))
+        warehouse.flush()
+        assert kept_blocks(warehouse) < 1 << 20
+        assert query(warehouse, "SELECT current_setting('memory_limit') AS m")[0]["m"] == limit
+        assert committed(warehouse) == 20_002  # read again from the file
+
+
+def test_the_blocks_are_let_go_only_with_no_other_statement_under_way() -> None:
+    in_flight = store._InFlight()
+    with in_flight.one(), in_flight.alone() as alone:
+        assert not alone  # a statement under way (this thread's own, say): not this time
+    started = threading.Event()
+    with in_flight.alone() as alone:
+        assert alone
+
+        def statement() -> None:
+            with in_flight.one():
+                started.set()
+
+        other = threading.Thread(target=statement)
+        other.start()
+        assert not started.wait(0.2), "a statement waits while the blocks are let go"
+    assert started.wait(5)
+    other.join()
+
+
 def test_a_file_an_older_ifsynth_wrote_is_read_as_is_and_upgraded_by_a_writer(warehouse_path: Path) -> None:
     """``llm_calls.failure`` came later: a read-only open (which cannot add it) still answers the funnel's and
     `show`'s questions, and the next writer adds the column, keeping the rows."""
