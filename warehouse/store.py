@@ -208,6 +208,7 @@ class _InFlight:
 
     @contextlib.contextmanager
     def one(self) -> Iterator[None]:
+        """A statement under way while the block runs; it waits while one runs alone."""
         with self._changed:
             self._changed.wait_for(lambda: not self._alone)
             self._running += 1
@@ -221,9 +222,12 @@ class _InFlight:
     def alone(self) -> Iterator[bool]:
         """Whether no statement is under way; if none is, none starts until the block ends. It never waits:
         a thread inside ``one`` may be the one asking."""
-        with self._changed:
-            alone = self._alone = self._running == 0
+        alone = False
         try:
+            with self._changed:
+                alone = self._running == 0 and not self._alone
+                if alone:
+                    self._alone = True
             yield alone
         finally:
             if alone:
@@ -247,9 +251,9 @@ class Warehouse:
         if (read_only or not create) and not self.path.exists():
             raise WarehouseError(f"no warehouse at `{self.path}`; `ifsynth run` creates one")
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        config: dict[str, Any] = {"memory_limit": memory_limit} if memory_limit else {}
+        self._memory_limit = memory_limit or None  # an empty IFSYNTH_MEMORY_LIMIT is none
+        config: dict[str, Any] = {"memory_limit": self._memory_limit} if self._memory_limit else {}
         self._in_flight = _InFlight()
-        self._memory_limit = memory_limit
         self._db = self._connect(config, time.monotonic() + (0.0 if read_only else WRITER_WAIT_SECONDS))
         self._local = threading.local()
         self._cursors: list[duckdb.DuckDBPyConnection] = []
@@ -321,6 +325,10 @@ class Warehouse:
                 if not _out_of_memory(exc):
                     raise
                 raise self._explained(exc) from None
+            except duckdb.ResourceInUseException:  # DuckDB shares no attached file between two opens
+                raise WarehouseError(
+                    f"warehouse `{self.path}` is open already in this process; close it first"
+                ) from None
             except duckdb.IOException as exc:
                 if "lock" not in str(exc).lower():
                     raise WarehouseError(f"cannot open warehouse `{self.path}`: {exc}") from exc
@@ -428,7 +436,8 @@ class Warehouse:
         """A read query of your own, for tests and ad-hoc inspection: ifsynth's code asks the named methods,
         which keep SQL in this package and the file's shape in one place. Only a SELECT is taken, so nothing
         goes around the buffered writes."""
-        statements = self._cursor().extract_statements(sql)
+        with self._statement() as cursor:
+            statements = cursor.extract_statements(sql)
         if len(statements) != 1 or statements[0].type != duckdb.StatementType.SELECT:
             raise WarehouseError("Warehouse.query takes one SELECT")
         return self._sql(sql, params)
@@ -524,30 +533,35 @@ class Warehouse:
                 if _out_of_memory(exc):  # rows kept, as for a full disk: a rerun writes them
                     raise self._explained(exc) from exc
                 raise
-            kept = cursor.execute(
-                "SELECT coalesce(sum(memory_usage_bytes), 0) FROM duckdb_memory() WHERE tag = 'BASE_TABLE'"
-            ).fetchall()[0][0]
-        if kept >= KEPT_BLOCK_BYTES:
-            self._let_blocks_go()
+        # housekeeping once the batch is committed: an error in it must not put the batch back (a database
+        # that is really broken fails the next statement), and the next commit tries again
+        with contextlib.suppress(duckdb.Error):
+            self._let_blocks_go(past=KEPT_BLOCK_BYTES)
 
-    def _let_blocks_go(self) -> None:
-        """Have DuckDB let go of the table blocks it keeps. It has no statement for that; lowering its memory
-        limit evicts every block it can, and when what stays (the tables' indexes, say) is more than the new
-        limit, the limit is left as it was. It is done with no other statement under way, so none can meet the
-        lowered limit, or not at all this time."""
+    def _let_blocks_go(self, *, past: int = 0) -> None:
+        """Have DuckDB let go of the table blocks it keeps, if they are ``past`` bytes or more. It has no
+        statement for that; lowering its memory limit evicts every block it can, and when what stays (the
+        tables' indexes, say) is more than the new limit, the limit is left as it was. It is done with no other
+        statement of this warehouse under way, so none can meet the lowered limit, or not at all this time."""
+        with self._statement() as cursor:
+            sql = "SELECT coalesce(sum(memory_usage_bytes), 0) FROM duckdb_memory() WHERE tag = 'BASE_TABLE'"
+            if cursor.execute(sql).fetchall()[0][0] < past:
+                return
         with self._in_flight.alone() as alone:
             if not alone:
                 return
             cursor = self._cursor()
+            lowered = True
             try:
                 cursor.execute("SET memory_limit = '1MB'")
             except duckdb.OutOfMemoryException:
-                return  # blocks evicted, limit unchanged
-            # it held all it had in 1 MB: set it back
-            if self._memory_limit is None:
-                cursor.execute("RESET memory_limit")
-            else:
-                cursor.execute("SET memory_limit = ?", [self._memory_limit])
+                lowered = False  # the blocks are evicted and the limit left as it was
+            finally:
+                if lowered:  # it held all it had in 1 MB (or the SET failed otherwise): the limit goes back
+                    if self._memory_limit is None:
+                        cursor.execute("RESET memory_limit")
+                    else:
+                        cursor.execute("SET memory_limit = ?", [self._memory_limit])
 
     def _no_space(self) -> WarehouseError:
         """What a write that found the disk full (or past ``ulimit -f``) says: what to free, and that nothing

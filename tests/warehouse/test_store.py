@@ -385,6 +385,31 @@ def test_the_blocks_a_write_leaves_in_duckdb_are_let_go_and_the_limit_stays(
         assert committed(warehouse) == 20_002  # read again from the file
 
 
+@pytest.mark.parametrize("memory_limit", [None, "64MB", ""])
+def test_a_limit_lowered_to_let_blocks_go_is_set_back_as_it_was(tmp_path: Path, memory_limit: str | None) -> None:
+    """When all DuckDB holds fits in the lowered limit, DuckDB lowers it: it goes back to the configured one
+    (an empty setting is none, DuckDB's own)."""
+    path = tmp_path / "w.duckdb"
+    with Warehouse(path) as warehouse:
+        for i in range(20_000):
+            warehouse.add_call(call(i))
+    with Warehouse(path, memory_limit=memory_limit) as warehouse:
+        limit = query(warehouse, "SELECT current_setting('memory_limit') AS m")[0]["m"]
+        read = "SELECT count(*) AS n FROM llm_calls WHERE NOT contains(request::VARCHAR || response || key, '~')"
+        assert query(warehouse, read)[0]["n"] == 20_000 and kept_blocks(warehouse) > 1 << 20  # read, not written
+        rest = query(warehouse, "SELECT sum(memory_usage_bytes) AS b FROM duckdb_memory() WHERE tag <> 'BASE_TABLE'")
+        assert rest[0]["b"] < 1 << 20, "all else fits in 1 MB: DuckDB takes the lowered limit"
+        warehouse._let_blocks_go()
+        assert kept_blocks(warehouse) < 1 << 20
+        assert query(warehouse, "SELECT current_setting('memory_limit') AS m")[0]["m"] == limit
+        assert committed(warehouse) == 20_000
+
+
+def test_a_second_open_of_a_file_in_one_process_is_one_line(tmp_path: Path) -> None:
+    with Warehouse(tmp_path / "w.duckdb"), pytest.raises(WarehouseError, match="open already in this process"):
+        Warehouse(tmp_path / "w.duckdb", read_only=True)
+
+
 def test_the_blocks_are_let_go_only_with_no_other_statement_under_way() -> None:
     in_flight = store._InFlight()
     with in_flight.one(), in_flight.alone() as alone:
