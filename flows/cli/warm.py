@@ -444,11 +444,15 @@ def serve(argv: list[str]) -> None:
     for signum in (*FORWARDED, signal.SIGTSTP):  # not the starting command's (nohup's SIGHUP ignored, say)
         signal.signal(signum, signal.default_int_handler if signum == signal.SIGINT else signal.SIG_DFL)
     signal.pthread_sigmask(signal.SIG_SETMASK, ())  # nor its blocked signals (SIGCHLD, SIGTERM: reaping, --stop)
+    # its record, from before it loads: `ifsynth warm [--stop]` finds a process still starting too
+    record = {"pid": os.getpid(), "folder": os.getcwd(), "python": sys.executable, "started": time.time()}
+    place.file(".json").write_text(json.dumps(record))
     try:
         _preload()
         server = Server(place, key, idle, lock)
     except BaseException:
         place.file(".failed").write_text(key)  # commands of this key run by themselves, and start no other
+        place.file(".json").unlink(missing_ok=True)
         raise
     place.file(".failed").unlink(missing_ok=True)
     server.loop()
@@ -551,7 +555,7 @@ class Server:
 
     def _listen(self) -> socket.socket:
         """The socket, bound under a new name and renamed into place: a command finds a socket that accepts
-        or none. Its record says who serves and where."""
+        or none."""
         listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         fresh = self.place.file(f".{os.getpid()}.sock")
         fresh.unlink(missing_ok=True)
@@ -559,8 +563,6 @@ class Server:
         listener.listen(64)
         os.replace(fresh, self.place.file(".sock"))
         self.inode = os.stat(self.place.file(".sock")).st_ino
-        record = {"pid": os.getpid(), "folder": os.getcwd(), "python": sys.executable, "started": time.time()}
-        self.place.file(".json").write_text(json.dumps(record))
         return listener
 
     def retire(self, why: str) -> None:

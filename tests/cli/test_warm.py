@@ -433,6 +433,22 @@ def test_it_stops_when_idle_and_on_warm_stop(runtime: Path, tmp_path: Path, fake
     assert listed.stdout.strip() == "no warm process runs"
 
 
+def test_warm_stop_finds_a_warm_process_still_loading(runtime: Path) -> None:
+    """Its record comes before it loads (a second or more): `ifsynth warm --stop` right after the command that
+    started it stops it, where it used to say that none runs."""
+    with _runtime_dir(runtime):
+        place = warm.Place.here()
+        assert place is not None
+        place.start("key")
+        deadline = time.monotonic() + 30
+        while not (found := warm.running()) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert found and not list(runtime.glob("ifsynth-warm-*/*.sock")), "listed while it loads"
+        assert [w.pid for w in warm.stop()] == [found[0].pid]
+    assert _wait_gone(found[0].pid)
+    assert not list(runtime.glob("ifsynth-warm-*/*.sock")) and not _running(runtime)
+
+
 @pytest.mark.parametrize("idle", ["nan", "inf", "-1", "0", "soon"])
 def test_an_idle_time_that_is_no_number_of_seconds_is_one_line(runtime: Path, idle: str) -> None:
     code, _, err = finished(ifsynth(runtime, "run", "instructir", "--seeds", "nowhere:x", IFSYNTH_WARM_IDLE=idle))
