@@ -39,12 +39,13 @@ FLUSH_SECONDS = 2.0
 WRITER_WAIT_SECONDS = 3.0
 # Rows per row group of what a writer appends. Each checkpoint leaves the rows appended since the last one in a
 # row group of their own, and a later checkpoint merges such neighbours, rebuilding them uncompressed in memory
-# up to a full row group: with DuckDB's 122,880 rows, a spike of 100-150 MB in a 20,000-seed run
-# (bench/README.md, "Memory"). A setting of the attachment, not of the file: other programs append as they do.
+# up to a full row group: with DuckDB's 122,880 rows, a spike of 100-150 MB in a 20,000-seed run (bench/README.md,
+# "The transient spike", "Seventeenth round"). A setting of the attachment, not of the file: other programs
+# append as they do.
 ROW_GROUP_ROWS = 8192
 # Table blocks DuckDB may keep in its buffer pool after a write before they are let go. It keeps every block
 # it writes or reads up to its memory limit (80 % of RAM by default), so a run's process grew with what it wrote
-# (bench/README.md, "Memory"); a later read of a block let go reads it from the file again.
+# (bench/README.md, "Seventeenth round"); a later read of a block let go reads it from the file again.
 KEPT_BLOCK_BYTES = 16 << 20
 
 _STR = pa.string()
