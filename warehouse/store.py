@@ -47,6 +47,9 @@ ROW_GROUP_ROWS = 8192
 # it writes or reads up to its memory limit (80 % of RAM by default), so a run's process grew with what it wrote
 # (bench/README.md, "Seventeenth round"); a later read of a block let go reads it from the file again.
 KEPT_BLOCK_BYTES = 16 << 20
+# What a cache hit reads of a call (flows/llm/gateway.py). A lookup scans the calls, so it reads the blocks of
+# every column it returns in every row group; the request, the largest column, is not among them.
+ANSWER_COLUMNS = ("key", "response", "finish_reason", "logprobs")
 
 _STR = pa.string()
 _ARROW = {
@@ -661,13 +664,14 @@ class Warehouse:
     # -- the cache ---------------------------------------------------------------------------------
 
     def cached(self, keys: Sequence[str]) -> dict[str, dict[str, Any]]:
-        """Successful answers for these request keys, from the file and from the unflushed buffer."""
+        """Successful answers for these request keys (their ``ANSWER_COLUMNS``), from the file and from the
+        unflushed buffer."""
         found: dict[str, dict[str, Any]] = {}
         wanted = set(keys)
         with self._lock:
             for key in wanted:
                 if (row := self._buffered_answers.get(key) or self._writing_answers.get(key)) is not None:
-                    found[key] = row
+                    found[key] = {column: row[column] for column in ANSWER_COLUMNS}
         missing = [k for k in wanted if k not in found]
         if missing:
             with self._lock:
@@ -678,8 +682,8 @@ class Warehouse:
                 missing = [k for k in missing if self._answered.may_hold(k)]
         if missing:
             rows = self._sql(
-                "SELECT * FROM llm_calls WHERE error IS NULL AND key IN (SELECT unnest(?::VARCHAR[])) "
-                "ORDER BY created_at",
+                f"SELECT {', '.join(ANSWER_COLUMNS)} FROM llm_calls "
+                "WHERE error IS NULL AND key IN (SELECT unnest(?::VARCHAR[])) ORDER BY created_at",
                 [missing],
             )
             for row in rows:  # the first answer to a key is its answer

@@ -410,6 +410,25 @@ def test_a_second_open_of_a_file_in_one_process_is_one_line(tmp_path: Path) -> N
         Warehouse(tmp_path / "w.duckdb", read_only=True)
 
 
+def test_a_cache_lookup_reads_the_answers_not_the_requests(tmp_path: Path) -> None:
+    """A lookup scans every call: returning the answer's columns alone, it reads their blocks and not the
+    requests', the largest (a 20,000-seed run's lookups read its whole table otherwise)."""
+    path = tmp_path / "w.duckdb"
+    with Warehouse(path) as warehouse:
+        for i in range(20_000):
+            warehouse.add_call(call(i).model_copy(update={"request": {"n": i, "messages": f"{i:08d}" * 250}}))
+    with Warehouse(path) as warehouse:
+        found = warehouse.cached([f"key-{i}" for i in range(0, 20_000, 97)])
+        assert len(found) == 207 and found["key-97"] == {
+            "key": "key-97", "response": '{"n":97}', "finish_reason": None, "logprobs": None
+        }  # fmt: skip
+        assert kept_blocks(warehouse) < 4 << 20  # 2 MB; returning whole rows read 20 MB
+        read = "SELECT count(*) AS n FROM llm_calls WHERE NOT contains(request::VARCHAR, '~')"
+        assert query(warehouse, read)[0]["n"] == 20_000 and kept_blocks(warehouse) > 12 << 20  # what it did not read
+        warehouse.add_call(call(20_000))
+        assert set(warehouse.cached(["key-20000"])["key-20000"]) == set(store.ANSWER_COLUMNS), "buffered alike"
+
+
 def test_the_blocks_are_let_go_only_with_no_other_statement_under_way() -> None:
     in_flight = store._InFlight()
     with in_flight.one(), in_flight.alone() as alone:
