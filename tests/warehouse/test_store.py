@@ -454,7 +454,6 @@ def test_a_file_an_older_ifsynth_wrote_is_read_as_is_and_upgraded_by_a_writer(wa
     with Warehouse(warehouse_path) as warehouse:
         warehouse.add_call(call(1, error="APITimeoutError: timed out"))
     with duckdb.connect(str(warehouse_path)) as db:
-        db.execute("DROP INDEX llm_calls_key")  # (DuckDB alters no indexed table)
         db.execute("ALTER TABLE llm_calls DROP COLUMN failure")  # as an older ifsynth left the file
     with Warehouse(warehouse_path, read_only=True) as warehouse:
         assert warehouse.call_totals("run-1") | {"cost": None} == {
@@ -468,6 +467,18 @@ def test_a_file_an_older_ifsynth_wrote_is_read_as_is_and_upgraded_by_a_writer(wa
     with Warehouse(warehouse_path, read_only=True) as warehouse:
         assert (warehouse.call_totals("run-1")["failed"], warehouse.call_totals("run-1")["transient"]) == (2, 1)
         assert [a["failure"] for a in warehouse.call_attempts("key-2")] == ["transient"]
+
+
+def test_a_writer_drops_the_call_key_index_an_older_ifsynth_made(warehouse_path: Path) -> None:
+    """DuckDB holds an index whole in memory while a run writes; the cache's lookups never used this one."""
+    with Warehouse(warehouse_path) as warehouse:
+        warehouse.add_call(call(1))
+    with duckdb.connect(str(warehouse_path)) as db:
+        db.execute("CREATE INDEX llm_calls_key ON llm_calls (key)")  # as an older ifsynth made the file
+    with Warehouse(warehouse_path) as warehouse:
+        assert warehouse.cached(["key-1"])["key-1"]["response"] == call(1).response
+    with duckdb.connect(str(warehouse_path), read_only=True) as db:
+        assert db.execute("SELECT index_name FROM duckdb_indexes()").fetchall() == []
 
 
 def verdict(item: str, score: float, rule: str = "") -> VerdictRecord:
