@@ -19,8 +19,9 @@ import threading
 import time
 from array import array
 from bisect import bisect_left
-from collections.abc import Collection, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor, wait
+from contextlib import AbstractContextManager
 from datetime import datetime
 from importlib import resources
 from pathlib import Path
@@ -238,6 +239,55 @@ class _InFlight:
                 with self._changed:
                     self._alone = False
                     self._changed.notify_all()
+
+
+class ReleaseWriter:
+    """A release being written (``Warehouse.writing_release``): rows added a part at a time, then its card."""
+
+    def __init__(
+        self,
+        cursor: duckdb.DuckDBPyConnection,
+        name: str,
+        about: list[Any],
+        guard: Callable[[], AbstractContextManager[Any]],
+    ) -> None:
+        self._cursor, self._name, self._about, self._guard = cursor, name, about, guard
+        self.finished = False
+
+    def add(
+        self,
+        *,
+        docs: Sequence[Mapping[str, Any]] = (),
+        queries: Sequence[Mapping[str, Any]] = (),
+        qrels: Sequence[Mapping[str, Any]] = (),
+        top_ranked: Sequence[Mapping[str, Any]] = (),
+    ) -> None:
+        """Rows as generated or imported (``RELEASE_COLUMNS``)."""
+        rows = {"release_docs": docs, "release_queries": queries, "release_qrels": qrels,
+                "release_top_ranked": top_ranked}  # fmt: skip
+        for table, part in rows.items():
+            if not part:
+                continue
+            data = _arrow(part, RELEASE_COLUMNS[table])
+            columns = ", ".join(data.column_names)
+            with self._guard():
+                self._cursor.register("incoming", data)
+                try:
+                    self._cursor.execute(
+                        f"INSERT INTO {table} (release, {columns}) SELECT ?, {columns} FROM incoming", [self._name]
+                    )
+                finally:
+                    self._cursor.unregister("incoming")
+
+    def finish(self, card: dict[str, Any]) -> None:
+        """The card, and the commit: the release replaces the one of its name."""
+        with self._guard():
+            self._cursor.execute(
+                "INSERT INTO releases VALUES (?, ?, ?, ?, ?, ?)",
+                [self._name, *self._about, json.dumps(card, sort_keys=True), datetime.now()],
+            )
+            self._cursor.execute("COMMIT")
+        self.finished = True
 
 
 class Warehouse:
@@ -1280,35 +1330,40 @@ class Warehouse:
         top_ranked: Sequence[Mapping[str, Any]] = (),
     ) -> None:
         """Replace the release ``name`` in one transaction; rows as generated or imported (RELEASE_COLUMNS)."""
-        rows = {
-            "release_docs": docs,
-            "release_queries": queries,
-            "release_qrels": qrels,
-            "release_top_ranked": top_ranked,
-        }
-        tables = {table: _arrow(list(data), RELEASE_COLUMNS[table]) for table, data in rows.items()}
+        with self.writing_release(name=name, run_id=run_id, recipe=recipe, source=source) as release:
+            release.add(docs=docs, queries=queries, qrels=qrels, top_ranked=top_ranked)
+            release.finish(card)
+
+    @contextlib.contextmanager
+    def writing_release(self, *, name: str, run_id: str | None, recipe: str, source: str) -> Iterator[ReleaseWriter]:
+        """Replace the release ``name`` in one transaction, its rows written as they are made: a release of
+        tens of thousands of instances is never all in memory. Nothing is kept unless ``finish`` is called."""
         self.flush()
-        with self._lock, self._statement() as cursor:
+        cursor = self._db.cursor()  # its own transaction, beside the statements the caller runs meanwhile
+        release = ReleaseWriter(cursor, name, [run_id, recipe, source], self._writing_statement)
+        try:
+            cursor.execute("USE warehouse")
             cursor.execute("BEGIN")
-            try:
-                for table in ("releases", *tables):
+            with self._writing_statement():
+                for table in ("releases", *RELEASE_COLUMNS):
                     column = "name" if table == "releases" else "release"
                     cursor.execute(f"DELETE FROM {table} WHERE {column} = ?", [name])
-                cursor.execute(
-                    "INSERT INTO releases VALUES (?, ?, ?, ?, ?, ?)",
-                    [name, run_id, recipe, source, json.dumps(card, sort_keys=True), datetime.now()],
-                )
-                for table, data in tables.items():
-                    columns = ", ".join(data.column_names)
-                    cursor.register("incoming", data)
-                    cursor.execute(
-                        f"INSERT INTO {table} (release, {columns}) SELECT ?, {columns} FROM incoming", [name]
-                    )
-                    cursor.unregister("incoming")
-                cursor.execute("COMMIT")
-            except BaseException:
-                cursor.execute("ROLLBACK")
-                raise
+            yield release
+            if not release.finished:
+                raise RuntimeError(f"release `{name}` was left unfinished")
+        except BaseException:
+            if not release.finished:
+                with contextlib.suppress(duckdb.Error):  # (a failed commit may have ended it already)
+                    cursor.execute("ROLLBACK")
+            raise
+        finally:
+            cursor.close()
+
+    @contextlib.contextmanager
+    def _writing_statement(self) -> Iterator[None]:
+        """A write on a cursor of its own: serialized with the others, and counted (``_let_blocks_go``)."""
+        with self._lock, self._in_flight.one():
+            yield
 
     # -- embeddings --------------------------------------------------------------------------------
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterable, Iterator
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -20,6 +21,7 @@ from ifsynth.schemas.payloads import RewriteItem
 from ifsynth.schemas.records import ItemRecord, Payload, StageCounts
 from ifsynth.schemas.seeds import SeedPassage
 from ifsynth.warehouse.keys import hash_sample
+from ifsynth.warehouse.store import ReleaseWriter
 
 
 @dataclass
@@ -157,24 +159,27 @@ class AssembleRelease(RuleStage[ItemRecord]):
 
     def finish(self, ctx: RunContext, env: Env, counts: StageCounts) -> None:
         """The release of the items the stage passed (read again once their statuses are written, so an item
-        a person rejected here stays out; the rows are many, held only here)."""
-        rows, accepted = Rows(), list[str]()
-        for page in self.inputs(ctx):
-            add_page(rows, page, self.add)
-            accepted += [item.item_id for item in page]
-        ctx.warehouse.set_status(ctx.run_id, accepted, "accepted")
-        noise = 0
-        if self.max_noise != 0:
-            noise = add_noise(rows, _noise_candidates(ctx, self.noise_pool), self.max_noise, ctx.params.seed)
-        card = release_card(
-            ctx,
-            counts,
-            instances=len(rows.queries),
-            queries=len({q["group_id"] for q in rows.queries}),
-            corpus=len(rows.docs),
-            noise=noise,
-        )
-        publish(ctx, card, rows.docs, rows.queries, rows.qrels)
+        a person rejected here stays out), written a page at a time: its rows are many."""
+        used: set[str] = set()
+        accepted: list[str] = []
+        instances = corpus = 0
+        groups: set[str] = set()
+        with releasing(ctx) as release:
+            for page in self.inputs(ctx):
+                rows = Rows(used=used)
+                add_page(rows, page, self.add)
+                release.add(docs=rows.docs, queries=rows.queries, qrels=rows.qrels)
+                accepted += [item.item_id for item in page]
+                instances, corpus = instances + len(rows.queries), corpus + len(rows.docs)
+                groups.update(query["group_id"] for query in rows.queries)
+            ctx.warehouse.set_status(ctx.run_id, accepted, "accepted")
+            noise = 0
+            if self.max_noise != 0:
+                rows = Rows(used=used)
+                noise = add_noise(rows, _noise_candidates(ctx, self.noise_pool), self.max_noise, ctx.params.seed)
+                release.add(docs=rows.docs)
+            counted = {"instances": instances, "queries": len(groups), "corpus": corpus + noise, "noise": noise}
+            release.finish(release_card(ctx, counts, **counted))
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -203,6 +208,12 @@ def _noise_candidates(ctx: RunContext, pool: NoisePool) -> Iterator[SeedPassage]
                 yield passage
 
 
+def releasing(ctx: RunContext) -> AbstractContextManager[ReleaseWriter]:
+    """The run's release, named as the run, replacing what an earlier attempt of this run wrote."""
+    name = ctx.warehouse.run(ctx.run_id).name
+    return ctx.warehouse.writing_release(name=name, run_id=ctx.run_id, recipe=ctx.recipe, source=ctx.config.seeds)
+
+
 def publish(
     ctx: RunContext,
     card: dict[str, Any],
@@ -211,18 +222,10 @@ def publish(
     qrels: list[dict[str, Any]],
     top_ranked: list[dict[str, Any]] | None = None,
 ) -> None:
-    """The run's release, named as the run, replacing what an earlier attempt of this run wrote."""
-    ctx.warehouse.write_release(
-        name=ctx.warehouse.run(ctx.run_id).name,
-        run_id=ctx.run_id,
-        recipe=ctx.recipe,
-        source=ctx.config.seeds,
-        card=card,
-        docs=docs,
-        queries=queries,
-        qrels=qrels,
-        top_ranked=top_ranked or [],
-    )
+    """The run's release, of rows made all at once."""
+    with releasing(ctx) as release:
+        release.add(docs=docs, queries=queries, qrels=qrels, top_ranked=top_ranked or [])
+        release.finish(card)
 
 
 def release_card(ctx: RunContext, assemble: StageCounts, **counts: int) -> dict[str, Any]:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -15,7 +16,7 @@ from ifsynth.flows.run.runner import execute
 from ifsynth.flows.seeds import open_source
 from ifsynth.warehouse import audit
 from ifsynth.warehouse.export import release_for
-from ifsynth.warehouse.store import Warehouse
+from ifsynth.warehouse.store import ReleaseWriter, Warehouse
 from tests.conftest import REPO
 from tests.fake_openai import FakeOpenAI
 from tests.helpers import query, sensible
@@ -71,6 +72,29 @@ def test_the_filters_keep_exactly_the_instances_a_sensible_judge_passes(server: 
     assert len(noise) == len(corpus) - 15 and noise, "untouched seed passages are the noise"
     replaced = {did.rsplit("_", 1)[0] for _, did, _ in qrels}
     assert not replaced & {d["_id"] for d in noise}, "a rewritten positive must not also stay as noise"
+
+
+def test_the_release_is_written_a_page_at_a_time(
+    server: FakeOpenAI, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A run of tens of thousands of seeds never holds its release rows all at once."""
+    items, add = Warehouse.items, ReleaseWriter.add
+    one_group_a_page = lambda self, *a, **kw: items(self, *a, **{"page": 1, **kw})  # noqa: E731
+    monkeypatch.setattr(Warehouse, "items", one_group_a_page)
+    written: list[int] = []
+
+    def counted(self: ReleaseWriter, **rows: Any) -> None:
+        written.append(len(rows.get("queries", ())))
+        add(self, **rows)
+
+    monkeypatch.setattr(ReleaseWriter, "add", counted)
+    run_id = run(server, tmp_path / "w.duckdb", "min_group_size=3")
+    assert [n for n in written if n] == [3] * 5, "each page's instances, as it is read"
+    with Warehouse(tmp_path / "w.duckdb", read_only=True) as wh:
+        counts = json.loads(wh.release_card(run_id) or "{}")["counts"]
+        corpus = len(wh.release_docs(release_for(wh, run_id)))
+    assert (counts["instances"], counts["queries"], counts["corpus"]) == (15, 5, corpus)
+    assert counts["noise"] == corpus - 15 > 0
 
 
 def test_a_strict_group_filter_rejects_small_groups_with_reasons(server: FakeOpenAI, tmp_path: Path) -> None:

@@ -4,6 +4,7 @@ still served, a failed batch put back whole, and both journals replayed after a 
 from __future__ import annotations
 
 import errno
+import json
 import os
 import subprocess
 import sys
@@ -479,6 +480,39 @@ def test_a_writer_drops_the_call_key_index_an_older_ifsynth_made(warehouse_path:
         assert warehouse.cached(["key-1"])["key-1"]["response"] == call(1).response
     with duckdb.connect(str(warehouse_path), read_only=True) as db:
         assert db.execute("SELECT index_name FROM duckdb_indexes()").fetchall() == []
+
+
+def doc(i: int) -> dict[str, Any]:
+    return {"doc_id": f"d{i}", "title": "", "text": f"passage {i}", "meta": "{}"}
+
+
+def test_a_release_written_in_parts_replaces_the_old_one_only_when_finished(warehouse_path: Path) -> None:
+    """The old release is what others read while the new one's parts are written; all of the new one after."""
+    about: dict[str, Any] = {"name": "r", "run_id": None, "recipe": "instructir", "source": "demo"}
+    with Warehouse(warehouse_path) as warehouse:
+        warehouse.write_release(**about, card={"n": 1}, docs=[doc(0)], queries=[], qrels=[])
+        with warehouse.writing_release(**about) as release:
+            release.add(docs=[doc(1), doc(2)])
+            release.add(docs=[doc(3)], qrels=[{"mode": "m", "query_id": "q", "doc_id": "d3", "score": 1}])
+            assert [d["doc_id"] for d in warehouse.release_docs("r")] == ["d0"]  # (another cursor)
+            release.finish({"n": 3})
+        assert [d["doc_id"] for d in warehouse.release_docs("r")] == ["d1", "d2", "d3"]
+        assert warehouse.release_qrels("r") == [{"mode": "m", "query_id": "q", "doc_id": "d3", "score": 1}]
+
+
+def test_a_release_left_unfinished_keeps_the_old_one(warehouse_path: Path) -> None:
+    about: dict[str, Any] = {"name": "r", "run_id": "run-1", "recipe": "instructir", "source": "demo"}
+    with Warehouse(warehouse_path) as warehouse:
+        warehouse.write_release(**about, card={"n": 1}, docs=[doc(0)], queries=[], qrels=[])
+        with pytest.raises(KeyboardInterrupt), warehouse.writing_release(**about) as release:
+            release.add(docs=[doc(1)])
+            raise KeyboardInterrupt  # the assembly stopped midway
+        with pytest.raises(RuntimeError, match="left unfinished"), warehouse.writing_release(**about) as release:
+            release.add(docs=[doc(2)])
+        assert [d["doc_id"] for d in warehouse.release_docs("r")] == ["d0"]
+        assert json.loads(warehouse.release_card("run-1") or "null") == {"n": 1}
+        warehouse.write_release(**about, card={"n": 2}, docs=[doc(3)], queries=[], qrels=[])
+        assert [d["doc_id"] for d in warehouse.release_docs("r")] == ["d3"]
 
 
 def verdict(item: str, score: float, rule: str = "") -> VerdictRecord:
