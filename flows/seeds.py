@@ -39,6 +39,10 @@ class SeedSource(Protocol):
 
     def passages(self) -> Iterator[SeedPassage]: ...
 
+    def positives(self) -> Iterator[SeedPassage]:
+        """Every passage a query of ``pairs`` holds relevant, once."""
+        ...
+
 
 def open_source(spec: str, demo: tuple[str, ...] = (), package: str = "ifsynth.flows") -> SeedSource:
     """``demo``, ``beir:DIR`` or ``irds:ID``; ``demo`` is the folder ``demo_seeds/<demo...>`` of ``package`` (a
@@ -75,6 +79,16 @@ def _jsonl(path: Path, spec: str, *, numbered: bool = False) -> Iterator[Any]:
         except (ValueError, KeyError, TypeError):
             raise SeedError(f"seeds `{spec}`: {path.name} line {number} is not a JSON object with an _id") from None
         yield (number, row) if numbered else row
+
+
+def positives_of(pairs: Iterator[SeedPair]) -> Iterator[SeedPassage]:
+    """Every passage relevant to a pair's query, once, in the pairs' order."""
+    seen: set[str] = set()
+    for pair in pairs:
+        for passage in pair.positives:
+            if passage.doc_id not in seen:
+                seen.add(passage.doc_id)
+                yield passage
 
 
 def _topic(qid: str, row: dict[str, Any]) -> SeedQuery:
@@ -190,6 +204,14 @@ class BeirFolder:
     def passages(self) -> Iterator[SeedPassage]:
         return map(_beir_passage, _jsonl(self.corpus, self.spec))
 
+    def positives(self) -> Iterator[SeedPassage]:
+        """The passages ``pairs`` holds relevant, once each, in corpus order: read without holding the judged
+        passages, as ``pairs`` must (a 20,000-seed corpus's were the top of its run's memory, at the end)."""
+        asked = {str(row["_id"]) for row in _jsonl(self.queries, self.spec) if str(row.get("text", "")).strip()}
+        relevant = {doc for qid, grades in self._judgements().items() if qid in asked
+                    for doc, grade in grades.items() if grade > 0}  # fmt: skip
+        return map(_beir_passage, (row for row in _jsonl(self.corpus, self.spec) if str(row["_id"]) in relevant))
+
 
 def _beir_passage(row: dict[str, Any]) -> SeedPassage:
     return SeedPassage(doc_id=str(row["_id"]), title=str(row.get("title") or ""), text=str(row.get("text", "")))
@@ -258,3 +280,6 @@ class IrDatasets:
         with self._guard():
             for doc in self.dataset.docs_iter():
                 yield self._passage(doc)
+
+    def positives(self) -> Iterator[SeedPassage]:
+        return positives_of(self.pairs())

@@ -5,14 +5,17 @@ from __future__ import annotations
 
 import json
 from collections import Counter
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from ifsynth.flows import seeds
 from ifsynth.flows.recipes.instructir.settings import InstructIRParams
 from ifsynth.flows.run.config import resolve
 from ifsynth.flows.run.stage import Env
-from ifsynth.flows.seeds import open_source
+from ifsynth.flows.seeds import open_source, positives_of
 from ifsynth.flows.stages.select import Bands, SelectSeeds, candidates
 from ifsynth.schemas.errors import SeedError
 from ifsynth.schemas.records import StageCounts
@@ -62,6 +65,31 @@ def test_irds_reads_a_locally_registered_dataset(tmp_path: Path) -> None:
     (pair,) = source.pairs()
     assert pair.query.text == "what causes tides" and [p.doc_id for p in pair.positives] == ["d1"]
     assert [p.doc_id for p in source.passages()] == ["d1", "d2"]
+    assert [p.doc_id for p in source.positives()] == ["d1"]
+
+
+def test_positives_are_the_pairs_relevant_passages_once_read_as_the_corpus_streams(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """InstructIR's noise pool: what ``pairs`` holds relevant, without holding the judged passages."""
+    docs = {f"d{i}": f"passage {i}" for i in range(6)}
+    qrels = [("q1", "d1", 1), ("q1", "d2", 0), ("q2", "d1", 2), ("q2", "d3", 1), ("q3", "d4", 1), ("q4", "d5", 0)]
+    folder = write_beir(tmp_path, {"q1": "a", "q2": "b", "q3": " ", "q4": "d"}, docs, qrels)
+    source = open_source(f"beir:{folder}")
+    expected = [p.doc_id for p in positives_of(source.pairs())]
+    assert expected == ["d1", "d3"]  # q3 has no text, d2 and d5 are judged non-relevant
+    assert [p.doc_id for p in source.positives()] == expected
+    read: list[str] = []
+    jsonl = seeds._jsonl
+
+    def counted(path: Path, *args: Any, **kwargs: Any) -> Iterator[Any]:
+        for row in jsonl(path, *args, **kwargs):
+            read.append(path.name)
+            yield row
+
+    monkeypatch.setattr(seeds, "_jsonl", counted)
+    first = next(source.positives())
+    assert first.doc_id == "d1" and read.count("corpus.jsonl") == 2, "yielded as the corpus is read"
 
 
 def test_irds_reads_trec_topics_with_their_narrative_and_graded_judgments(tmp_path: Path) -> None:

@@ -197,15 +197,7 @@ class AssembleTuples(AssembleRelease):
 def _noise_candidates(ctx: RunContext, pool: NoisePool) -> Iterator[SeedPassage]:
     """InstructIR's release kept every judged positive of the seed collection (7,433 MS MARCO dev passages) and
     swapped in the rewrites: its noise is the positives of the queries it did not use."""
-    if pool == "corpus":
-        yield from ctx.source.passages()
-        return
-    seen: set[str] = set()
-    for pair in ctx.source.pairs():
-        for passage in pair.positives:
-            if passage.doc_id not in seen:
-                seen.add(passage.doc_id)
-                yield passage
+    return ctx.source.passages() if pool == "corpus" else ctx.source.positives()
 
 
 def releasing(ctx: RunContext) -> AbstractContextManager[ReleaseWriter]:
