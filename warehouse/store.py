@@ -19,11 +19,12 @@ import threading
 import time
 from array import array
 from bisect import bisect_left
-from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from contextlib import AbstractContextManager
 from datetime import datetime
 from importlib import resources
+from itertools import chain
 from pathlib import Path
 from typing import Any, BinaryIO, Literal, Self, TypeGuard
 
@@ -48,6 +49,8 @@ ROW_GROUP_ROWS = 8192
 # it writes or reads up to its memory limit (80 % of RAM by default), so a run's process grew with what it wrote
 # (bench/README.md, "Seventeenth round"); a later read of a block let go reads it from the file again.
 KEPT_BLOCK_BYTES = 16 << 20
+# Prefixes of keys answered during a run held in a set (about 60 bytes each) before joining the sorted ones (8).
+ANSWERED_MERGE = 4096
 # What a cache hit reads of a call (flows/llm/gateway.py). A lookup scans the calls, so it reads the blocks of
 # every column it returns in every row group; the request, the largest column, is not among them.
 ANSWER_COLUMNS = ("key", "response", "finish_reason", "logprobs")
@@ -530,7 +533,7 @@ class Warehouse:
             if call.error is None:
                 self._buffered_answers.setdefault(call.key, row)
                 if self._answered is not None:
-                    self._answered.since.add(call.key)
+                    self._answered.add([call.key])
             self._buffer("llm_calls", [row])
 
     def add_items(self, items: Sequence[ItemRecord]) -> None:
@@ -728,7 +731,7 @@ class Warehouse:
                 if self._answered is None:  # the file's answers, and those still on their way to it
                     with self._statement() as cursor:
                         self._answered = AnsweredKeys.read(cursor)
-                    self._answered.since.update(self._buffered_answers, self._writing_answers)
+                    self._answered.add(chain(self._buffered_answers, self._writing_answers))
                 missing = [k for k in missing if self._answered.may_hold(k)]
         if missing:
             rows = self._sql(
@@ -1418,15 +1421,17 @@ class Warehouse:
 
 class AnsweredKeys:
     """Which request keys the warehouse file may hold an answer for: the first 64 bits of each (a key is a
-    SHA-256 in hex), sorted, eight bytes a key, and the keys answered since they were read.
+    SHA-256 in hex), sorted, eight bytes a key, with those of the keys answered since.
 
     A cache lookup is a query over every call in the file, whatever the number of keys, so one for requests
     never answered (a new run's) costs as much as one that finds them; asked only for the keys that may be
-    there, a new run makes almost no lookups. A key that is not hex may always be there."""
+    there, a new run makes almost no lookups. A key that is not hex may always be there. The keys answered
+    since the file was read are kept as prefixes too, merged into the sorted ones a few thousand at a time: as
+    whole keys they were 10 MB of a 20,000-seed run's memory, growing with its calls."""
 
     def __init__(self, prefixes: array[int]) -> None:
         self.prefixes = prefixes
-        self.since: set[str] = set()
+        self._since: set[int] = set()
 
     @classmethod
     def read(cls, cursor: duckdb.DuckDBPyConnection) -> AnsweredKeys:
@@ -1436,10 +1441,24 @@ class AnsweredKeys:
         ).fetchall()
         return cls(array("Q", (prefix for (prefix,) in rows if prefix is not None)))
 
+    def add(self, keys: Iterable[str]) -> None:
+        for key in keys:
+            if (prefix := _prefix(key)) is not None:
+                self._since.add(prefix)
+        if len(self._since) >= ANSWERED_MERGE:
+            self.prefixes = array("Q", sorted(chain(self.prefixes, self._since)))
+            self._since.clear()
+
     def may_hold(self, key: str) -> bool:
-        try:
-            prefix = int(key[:16], 16)
-        except ValueError:
+        if (prefix := _prefix(key)) is None:
             return True
         at = bisect_left(self.prefixes, prefix)
-        return (at < len(self.prefixes) and self.prefixes[at] == prefix) or key in self.since
+        return (at < len(self.prefixes) and self.prefixes[at] == prefix) or prefix in self._since
+
+
+def _prefix(key: str) -> int | None:
+    """A key's first 64 bits, if it is hex."""
+    try:
+        return int(key[:16], 16)
+    except ValueError:
+        return None

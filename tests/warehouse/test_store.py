@@ -9,6 +9,7 @@ import os
 import subprocess
 import sys
 import threading
+from array import array
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -545,6 +546,18 @@ def test_query_reads_and_refuses_anything_else(warehouse_path: Path) -> None:
         for statement in ("DELETE FROM llm_calls", "SELECT 1; DELETE FROM llm_calls", "CHECKPOINT"):
             with pytest.raises(WarehouseError, match="one SELECT"):
                 warehouse.query(statement)
+
+
+def test_keys_answered_during_a_run_are_kept_as_sorted_prefixes(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Eight bytes a key once merged, not a string each: a long run's answers would grow its memory."""
+    monkeypatch.setattr(store, "ANSWERED_MERGE", 3)
+    keys = [f"{n * 7919:016x}{n:048x}" for n in range(1, 11)]
+    answered = store.AnsweredKeys(array("Q", [1 * 7919]))  # the file answered the first key
+    for key in keys[1:]:
+        answered.add([key, "not-hex"])
+    assert len(answered.prefixes) >= 9 and list(answered.prefixes) == sorted(answered.prefixes)
+    assert all(answered.may_hold(key) for key in keys) and answered.may_hold("not-hex")
+    assert not any(answered.may_hold(f"{n * 7919 + 1:016x}{n:048x}") for n in range(1, 11))
 
 
 def test_the_cache_answers_every_way_an_answer_arrives_and_skips_keys_never_answered(
