@@ -1,7 +1,7 @@
 """Seed sources: the built-in demo set, a local BEIR folder, or any ir_datasets id.
 
-A source yields (query, positives) pairs and, for noise, the passages of its corpus. Both iterate lazily
-and can be iterated again, so selection can take two passes without holding a whole collection.
+A source yields (query, positives) pairs and, for noise, the passages of its corpus or its positives alone. All
+iterate lazily and can be iterated again, so selection can take two passes without holding a whole collection.
 """
 
 from __future__ import annotations
@@ -207,10 +207,17 @@ class BeirFolder:
     def positives(self) -> Iterator[SeedPassage]:
         """The passages ``pairs`` holds relevant, once each, in corpus order: read without holding the judged
         passages, as ``pairs`` must (a 20,000-seed corpus's were the top of its run's memory, at the end)."""
-        asked = {str(row["_id"]) for row in _jsonl(self.queries, self.spec) if str(row.get("text", "")).strip()}
-        relevant = {doc for qid, grades in self._judgements().items() if qid in asked
-                    for doc, grade in grades.items() if grade > 0}  # fmt: skip
-        return map(_beir_passage, (row for row in _jsonl(self.corpus, self.spec) if str(row["_id"]) in relevant))
+        judged = self._judgements()
+        asked = {
+            str(row["_id"]) for row in _jsonl(self.queries, self.spec)
+            if str(row["_id"]) in judged and str(row.get("text", "")).strip()
+        }  # fmt: skip
+        relevant = {doc for qid in asked for doc, grade in judged[qid].items() if grade > 0}
+        del judged, asked
+        for row in _jsonl(self.corpus, self.spec):
+            if (doc_id := str(row["_id"])) in relevant:
+                relevant.discard(doc_id)
+                yield _beir_passage(row)
 
 
 def _beir_passage(row: dict[str, Any]) -> SeedPassage:

@@ -139,13 +139,15 @@ def show(warehouse: Warehouse, item: str, ref: str | None = None) -> dict[str, A
     used_by = warehouse.children(run_id, item)
     for child in used_by:  # what became of this item downstream, e.g. the judgments of a tuple it is part of
         child["verdicts"] = sorted(warehouse.item_verdicts(run_id, child["item_id"]), key=lambda v: v["judge"])
+    call_keys = list(dict.fromkeys(keys))
+    attempts = warehouse.call_attempts(call_keys)
     return {
         "run": run_id,
         "item": record,
         "parents": parents,
         "verdicts": verdicts,
         "used_by": used_by,
-        "llm_calls": [_call(warehouse, key) for key in dict.fromkeys(keys)],
+        "llm_calls": [_call(key, attempts.get(key, [])) for key in call_keys],
     }
 
 
@@ -164,9 +166,8 @@ def _item(warehouse: Warehouse, run_id: str, item: str) -> dict[str, Any]:
     return row
 
 
-def _call(warehouse: Warehouse, key: str) -> dict[str, Any]:
+def _call(key: str, attempts: list[dict[str, Any]]) -> dict[str, Any]:
     """The answer a key stands for (the successful attempt if there is one), with its failed attempts."""
-    attempts = warehouse.call_attempts(key)
     if not attempts:
         return {"key": key, "missing": True}
     answer = attempts[0]

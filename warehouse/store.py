@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import heapq
 import json
 import os
 import re
@@ -251,7 +252,7 @@ class ReleaseWriter:
         self,
         cursor: duckdb.DuckDBPyConnection,
         name: str,
-        about: list[Any],
+        about: tuple[Any, ...],
         guard: Callable[[], AbstractContextManager[Any]],
     ) -> None:
         self._cursor, self._name, self._about, self._guard = cursor, name, about, guard
@@ -266,6 +267,8 @@ class ReleaseWriter:
         top_ranked: Sequence[Mapping[str, Any]] = (),
     ) -> None:
         """Rows as generated or imported (``RELEASE_COLUMNS``)."""
+        if self.finished:
+            raise RuntimeError(f"release `{self._name}` is finished: its rows are committed")
         rows = {"release_docs": docs, "release_queries": queries, "release_qrels": qrels,
                 "release_top_ranked": top_ranked}  # fmt: skip
         for table, part in rows.items():
@@ -284,6 +287,8 @@ class ReleaseWriter:
 
     def finish(self, card: dict[str, Any]) -> None:
         """The card, and the commit: the release replaces the one of its name."""
+        if self.finished:
+            raise RuntimeError(f"release `{self._name}` is finished: its rows are committed")
         with self._guard():
             self._cursor.execute(
                 "INSERT INTO releases VALUES (?, ?, ?, ?, ?, ?)",
@@ -530,11 +535,11 @@ class Warehouse:
                 if _out_of_space(exc):
                     raise self._no_space() from exc
                 raise
+            self._buffer("llm_calls", [row])
             if call.error is None:
                 self._buffered_answers.setdefault(call.key, row)
                 if self._answered is not None:
                     self._answered.add([call.key])
-            self._buffer("llm_calls", [row])
 
     def add_items(self, items: Sequence[ItemRecord]) -> None:
         with self._lock:
@@ -1164,15 +1169,20 @@ class Warehouse:
             [run_id, answered],
         )[0]
 
-    def call_attempts(self, key: str) -> list[dict[str, Any]]:
-        """Every attempt at one request, the answered one first."""
+    def call_attempts(self, keys: Sequence[str]) -> dict[str, list[dict[str, Any]]]:
+        """Every attempt at each of these requests, the answered one first: one scan of the calls for them all
+        (the key has no index)."""
         failure = "failure" if self._has_column("llm_calls", "failure") else "NULL AS failure"
-        return self._sql(
-            "SELECT call_id, template, template_hash, base_url, model, request, response, finish_reason, "
+        rows = self._sql(
+            "SELECT key, call_id, template, template_hash, base_url, model, request, response, finish_reason, "
             f"prompt_tokens, completion_tokens, latency_ms, cost, http_status, error, {failure}, attempt, created_at "
-            "FROM llm_calls WHERE key = ? ORDER BY (error IS NULL) DESC, created_at",
-            [key],
+            "FROM llm_calls WHERE key IN (SELECT unnest(?::VARCHAR[])) ORDER BY key, (error IS NULL) DESC, created_at",
+            [list(keys)],
         )
+        attempts: dict[str, list[dict[str, Any]]] = {}
+        for row in rows:
+            attempts.setdefault(row.pop("key"), []).append(row)
+        return attempts
 
     def usage_by_stage(self, run_id: str) -> list[dict[str, Any]]:
         """Per stage, in run order: requests sent, tokens in and out, and cost (None where no price was given)."""
@@ -1340,10 +1350,11 @@ class Warehouse:
     @contextlib.contextmanager
     def writing_release(self, *, name: str, run_id: str | None, recipe: str, source: str) -> Iterator[ReleaseWriter]:
         """Replace the release ``name`` in one transaction, its rows written as they are made: a release of
-        tens of thousands of instances is never all in memory. Nothing is kept unless ``finish`` is called."""
+        tens of thousands of instances is never all in memory. Nothing is kept unless ``finish`` is called.
+        DuckDB checkpoints nothing while the transaction is open: keep other writes out of it."""
         self.flush()
         cursor = self._db.cursor()  # its own transaction, beside the statements the caller runs meanwhile
-        release = ReleaseWriter(cursor, name, [run_id, recipe, source], self._writing_statement)
+        release = ReleaseWriter(cursor, name, (run_id, recipe, source), self._writing_statement)
         try:
             cursor.execute("USE warehouse")
             cursor.execute("BEGIN")
@@ -1419,6 +1430,9 @@ class Warehouse:
         return json.loads(rows[0]["report"]) if rows else None
 
 
+_HEX = re.compile("[0-9a-fA-F]+")
+
+
 class AnsweredKeys:
     """Which request keys the warehouse file may hold an answer for: the first 64 bits of each (a key is a
     SHA-256 in hex), sorted, eight bytes a key, with those of the keys answered since.
@@ -1445,8 +1459,8 @@ class AnsweredKeys:
         for key in keys:
             if (prefix := _prefix(key)) is not None:
                 self._since.add(prefix)
-        if len(self._since) >= ANSWERED_MERGE:
-            self.prefixes = array("Q", sorted(chain(self.prefixes, self._since)))
+        if len(self._since) >= max(ANSWERED_MERGE, len(self.prefixes) // 16):  # a merge costs the whole array
+            self.prefixes = array("Q", heapq.merge(self.prefixes, sorted(self._since)))
             self._since.clear()
 
     def may_hold(self, key: str) -> bool:
@@ -1457,8 +1471,6 @@ class AnsweredKeys:
 
 
 def _prefix(key: str) -> int | None:
-    """A key's first 64 bits, if it is hex."""
-    try:
-        return int(key[:16], 16)
-    except ValueError:
-        return None
+    """A key's first 64 bits, if they are hex digits (as ``read`` casts them: no sign, space or ``_``)."""
+    head = key[:16]
+    return int(head, 16) if _HEX.fullmatch(head) else None

@@ -172,7 +172,6 @@ class AssembleRelease(RuleStage[ItemRecord]):
                 accepted += [item.item_id for item in page]
                 instances, corpus = instances + len(rows.queries), corpus + len(rows.docs)
                 groups.update(query["group_id"] for query in rows.queries)
-            ctx.warehouse.set_status(ctx.run_id, accepted, "accepted")
             noise = 0
             if self.max_noise != 0:
                 rows = Rows(used=used)
@@ -180,6 +179,7 @@ class AssembleRelease(RuleStage[ItemRecord]):
                 release.add(docs=rows.docs)
             counted = {"instances": instances, "queries": len(groups), "corpus": corpus + noise, "noise": noise}
             release.finish(release_card(ctx, counts, **counted))
+        ctx.warehouse.set_status(ctx.run_id, accepted, "accepted")  # outside the release's transaction
 
 
 @dataclass(frozen=True, kw_only=True)

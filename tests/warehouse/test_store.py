@@ -462,13 +462,13 @@ def test_a_file_an_older_ifsynth_wrote_is_read_as_is_and_upgraded_by_a_writer(wa
             "sent": 1, "failed": 1, "transient": 0, "terminal": 0, "prompt_tokens": 0, "completion_tokens": 0,
             "cost": None,
         }  # fmt: skip
-        assert [a["failure"] for a in warehouse.call_attempts("key-1")] == [None]
+        assert [a["failure"] for a in warehouse.call_attempts(["key-1"])["key-1"]] == [None]
     with Warehouse(warehouse_path) as warehouse:
         failed = call(2, error="InternalServerError: HTTP 500").model_copy(update={"failure": "transient"})
         warehouse.add_call(failed)
     with Warehouse(warehouse_path, read_only=True) as warehouse:
         assert (warehouse.call_totals("run-1")["failed"], warehouse.call_totals("run-1")["transient"]) == (2, 1)
-        assert [a["failure"] for a in warehouse.call_attempts("key-2")] == ["transient"]
+        assert [a["failure"] for a in warehouse.call_attempts(["key-2"])["key-2"]] == ["transient"]
 
 
 def test_a_writer_drops_the_call_key_index_an_older_ifsynth_made(warehouse_path: Path) -> None:
@@ -497,6 +497,8 @@ def test_a_release_written_in_parts_replaces_the_old_one_only_when_finished(ware
             release.add(docs=[doc(3)], qrels=[{"mode": "m", "query_id": "q", "doc_id": "d3", "score": 1}])
             assert [d["doc_id"] for d in warehouse.release_docs("r")] == ["d0"]  # (another cursor)
             release.finish({"n": 3})
+            with pytest.raises(RuntimeError, match="finished"):
+                release.add(docs=[doc(4)])  # its transaction is over: the row would be written on its own
         assert [d["doc_id"] for d in warehouse.release_docs("r")] == ["d1", "d2", "d3"]
         assert warehouse.release_qrels("r") == [{"mode": "m", "query_id": "q", "doc_id": "d3", "score": 1}]
 
@@ -554,9 +556,10 @@ def test_keys_answered_during_a_run_are_kept_as_sorted_prefixes(monkeypatch: pyt
     keys = [f"{n * 7919:016x}{n:048x}" for n in range(1, 11)]
     answered = store.AnsweredKeys(array("Q", [1 * 7919]))  # the file answered the first key
     for key in keys[1:]:
-        answered.add([key, "not-hex"])
+        answered.add([key, "not-hex", f"-{key[1:]}", f" {key[1:]}"])  # int() would take a sign or a space
     assert len(answered.prefixes) >= 9 and list(answered.prefixes) == sorted(answered.prefixes)
     assert all(answered.may_hold(key) for key in keys) and answered.may_hold("not-hex")
+    assert answered.may_hold(f"-{keys[0][1:]}"), "not hex: it may always be there"
     assert not any(answered.may_hold(f"{n * 7919 + 1:016x}{n:048x}") for n in range(1, 11))
 
 
