@@ -50,7 +50,8 @@ ROW_GROUP_ROWS = 8192
 # it writes or reads up to its memory limit (80 % of RAM by default), so a run's process grew with what it wrote
 # (bench/README.md, "Seventeenth round"); a later read of a block let go reads it from the file again.
 KEPT_BLOCK_BYTES = 16 << 20
-# Prefixes of keys answered during a run held in a set (about 60 bytes each) before joining the sorted ones (8).
+# Prefixes of keys answered during a run held in a set (about 60 bytes each) before joining the sorted ones (8):
+# this many, or a sixteenth of the sorted ones if more, since a merge copies them all.
 ANSWERED_MERGE = 4096
 # What a cache hit reads of a call (flows/llm/gateway.py). A lookup scans the calls, so it reads the blocks of
 # every column it returns in every row group; the request, the largest column, is not among them.
@@ -142,6 +143,14 @@ def _arrow(rows: Sequence[Mapping[str, Any]], schema: pa.Schema) -> pa.Table:
     """``rows`` as a table of ``schema``, column by column: ``pa.Table.from_pylist`` and ``pa.table(dict)``
     of lists would import pandas (``skip_pandas_probe``)."""
     return pa.Table.from_arrays([pa.array([row.get(f.name) for row in rows], f.type) for f in schema], schema=schema)
+
+
+def _insert(cursor: duckdb.DuckDBPyConnection, statement: str, data: pa.Table, params: list[Any] | None = None) -> None:
+    """``statement``, which reads ``data`` as the table ``incoming``. Not unregistered after a failure: in the
+    aborted transaction that would raise instead of the failure (the next ``register`` replaces it)."""
+    cursor.register("incoming", data)
+    cursor.execute(statement, params or [])
+    cursor.unregister("incoming")
 
 
 def _one_column(name: str, values: Sequence[str]) -> pa.Table:
@@ -277,13 +286,8 @@ class ReleaseWriter:
             data = _arrow(part, RELEASE_COLUMNS[table])
             columns = ", ".join(data.column_names)
             with self._guard():
-                self._cursor.register("incoming", data)
-                try:
-                    self._cursor.execute(
-                        f"INSERT INTO {table} (release, {columns}) SELECT ?, {columns} FROM incoming", [self._name]
-                    )
-                finally:
-                    self._cursor.unregister("incoming")
+                statement = f"INSERT INTO {table} (release, {columns}) SELECT ?, {columns} FROM incoming"
+                _insert(self._cursor, statement, data, [self._name])
 
     def finish(self, card: dict[str, Any]) -> None:
         """The card, and the commit: the release replaces the one of its name."""
@@ -688,10 +692,9 @@ class Warehouse:
 
     @staticmethod
     def _append(cursor: duckdb.DuckDBPyConnection, table: str, rows: list[dict[str, Any]]) -> None:
-        cursor.register("incoming", _arrow(rows, _ARROW[table]))
         columns = ", ".join(_ARROW[table].names)
-        cursor.execute(f"INSERT {_CONFLICT[table]} INTO {table} ({columns}) SELECT {columns} FROM incoming")
-        cursor.unregister("incoming")
+        statement = f"INSERT {_CONFLICT[table]} INTO {table} ({columns}) SELECT {columns} FROM incoming"
+        _insert(cursor, statement, _arrow(rows, _ARROW[table]))
 
     def _open_journal(self) -> BinaryIO:
         return self._journal_path.open("ab", buffering=0)
