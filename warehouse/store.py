@@ -50,6 +50,10 @@ ROW_GROUP_ROWS = 8192
 # it writes or reads up to its memory limit (80 % of RAM by default), so a run's process grew with what it wrote
 # (bench/README.md, "Seventeenth round"); a later read of a block let go reads it from the file again.
 KEPT_BLOCK_BYTES = 16 << 20
+# DuckDB's allocator (jemalloc) keeps what a thread freed until a task of that thread has allocated more than
+# this, then hands it back: 128 MB by default, past which a writer's checkpoints and scans seldom go. At 8 MB a
+# 20,000-seed run's peak was 358-368 MB against 377-392 MB in the same sitting (bench/README.md, "Eighteenth round").
+ALLOCATOR = {"allocator_flush_threshold": "8MB"}
 # Prefixes of keys answered during a run held in a set (about 60 bytes each) before joining the sorted ones (8):
 # this many, or a sixteenth of the sorted ones if more, since a merge copies them all.
 ANSWERED_MERGE = 4096
@@ -407,7 +411,7 @@ class Warehouse:
     def _attach(self, config: dict[str, Any]) -> duckdb.DuckDBPyConnection:
         """The file attached to a database of its own settings, the one way to give it a row group size."""
         # spilled blocks go beside the file, as they do for a file opened directly (not to ./.tmp)
-        db = duckdb.connect(config={**config, "temp_directory": f"{self.path}.tmp"})
+        db = duckdb.connect(config={**config, "temp_directory": f"{self.path}.tmp", **ALLOCATOR})
         try:
             options = "READ_ONLY" if self.read_only else f"ROW_GROUP_SIZE {ROW_GROUP_ROWS}"
             db.execute(f"ATTACH ? AS warehouse ({options})", [str(self.path)])

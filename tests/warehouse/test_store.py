@@ -343,7 +343,7 @@ def test_memory_limit_caps_duckdb_and_a_bad_one_is_one_clear_error(tmp_path: Pat
 def test_a_writer_appends_in_small_row_groups_and_spills_beside_the_file(tmp_path: Path) -> None:
     """Row groups of ``ROW_GROUP_ROWS``: a checkpoint's merge of small neighbours then rebuilds at most that many
     rows in memory, not DuckDB's 122,880 (the 20,000-seed run's spike). The attachment carries the setting,
-    and a reader of the file sees every row."""
+    and a reader of the file sees every row. DuckDB's allocator hands freed memory back early (``ALLOCATOR``)."""
     path = tmp_path / "w.duckdb"
     with Warehouse(path) as warehouse:
         for i in range(3 * store.ROW_GROUP_ROWS):
@@ -353,8 +353,10 @@ def test_a_writer_appends_in_small_row_groups_and_spills_beside_the_file(tmp_pat
             warehouse, "SELECT row_group_id, max(count) AS n FROM pragma_storage_info('llm_calls') GROUP BY ALL"
         )
         spill = query(warehouse, "SELECT current_setting('temp_directory') AS t")[0]["t"]
+        flush = query(warehouse, "SELECT current_setting('allocator_flush_threshold') AS f")[0]["f"]
     assert len(groups) >= 3 and max(g["n"] for g in groups) <= store.ROW_GROUP_ROWS
     assert spill == f"{path}.tmp"  # a file opened directly spills there too, not to ./.tmp
+    assert flush == store.ALLOCATOR["allocator_flush_threshold"], "freed memory goes back to the system early"
     with Warehouse(path, read_only=True) as warehouse:
         assert committed(warehouse) == 3 * store.ROW_GROUP_ROWS
 
