@@ -1,8 +1,9 @@
 """Peak RSS of an InstructIR run on 2,000 synthetic seeds, next to the same run on a tenth of them: stages
-stream pages from the warehouse, so the peak grows far slower than the run.
+stream pages from the warehouse, so the peak grows far slower than the run. ``--sizes`` runs each of several
+seed counts instead, in one sitting, to see where the peak stops growing.
 
-    .venv/bin/python -m bench.memory [--seeds 2000] [--k 10] [--concurrency 64] [--memory-limit 256MB]
-        [--set stage_by_stage=true]
+    .venv/bin/python -m bench.memory [--seeds 2000 | --sizes 2000,10000,40000] [--k 10] [--concurrency 64]
+        [--memory-limit 256MB] [--set stage_by_stage=true]
 """
 
 from __future__ import annotations
@@ -52,9 +53,20 @@ def peak(
     }
 
 
+def sizes(text: str) -> list[int]:
+    try:
+        counts = [int(n) for n in text.split(",")]
+    except ValueError:
+        counts = []
+    if not counts or min(counts) < 1:
+        raise argparse.ArgumentTypeError(f"seed counts, comma-separated, such as 2000,10000: not {text!r}")
+    return counts
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(prog="python -m bench.memory", description=__doc__.split("\n\n")[0])
     parser.add_argument("--seeds", type=int, default=2000)
+    parser.add_argument("--sizes", type=sizes, help="seed counts to run, comma-separated, for --seeds / 10 and --seeds")
     parser.add_argument("--k", type=int, default=10, help="instructions per query")
     parser.add_argument("--concurrency", type=int, default=64)
     parser.add_argument("--memory-limit", help="passed to ifsynth: the cap on DuckDB's buffer pool")
@@ -62,14 +74,18 @@ def main() -> None:
     args = parser.parse_args()
     limit = ["--memory-limit", args.memory_limit] if args.memory_limit else []
     sets = [a for s in args.set for a in ("--set", s)]
+    runs = []
     with tempfile.TemporaryDirectory() as tmp, fake_server() as url:
         root = Path(tmp)
         warm_up(url, root)
-        small = peak(url, root, max(1, args.seeds // 10), args.k, args.concurrency, limit, sets)
-        large = peak(url, root, args.seeds, args.k, args.concurrency, limit, sets)
-    own = "ifsynth_process_peak_rss_mb"
+        for seeds in args.sizes or [max(1, args.seeds // 10), args.seeds]:
+            runs.append(peak(url, root, seeds, args.k, args.concurrency, limit, sets))
+            for path in root.glob(f"m{seeds}.duckdb*"):  # a 40,000-seed warehouse is 230 MB
+                if path.is_file():
+                    path.unlink()
+    small, large, own = runs[0], runs[-1], "ifsynth_process_peak_rss_mb"
     emit({"bench": "memory", "k": args.k, "memory_limit": args.memory_limit, "set": args.set,
-          "small": small, "large": large,
+          "small": small, "large": large, **({"runs": runs} if args.sizes else {}),
           "rss_ratio": round(large["peak_rss_mb"] / small["peak_rss_mb"], 2),
           "ifsynth_process_rss_ratio": round(large[own] / small[own], 2),
           "work_ratio": round(large["requests"] / small["requests"], 2)})  # fmt: skip
