@@ -508,19 +508,19 @@ def test_a_release_written_in_parts_replaces_the_old_one_only_when_finished(ware
 def test_a_release_written_in_parts_lets_its_transaction_s_blocks_go(
     warehouse_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Until its commit, a release's transaction holds the rows added (and those DuckDB wrote ahead): past
-    KEPT_BLOCK_BYTES they are let go after a part, to the temporary files, and the commit keeps them all."""
+    """Until its commit, a release's transaction holds the rows added (and those DuckDB wrote ahead): after
+    KEPT_BLOCK_BYTES of them, they are let go, to the temporary files, and the commit keeps them all."""
     about: dict[str, Any] = {"name": "r", "run_id": None, "recipe": "instructir", "source": "demo"}
     held = "SELECT sum(memory_usage_bytes) AS b FROM duckdb_memory() WHERE tag IN ('BASE_TABLE', 'IN_MEMORY_TABLE')"
     monkeypatch.setattr(store, "KEPT_BLOCK_BYTES", 1 << 20)
     with Warehouse(warehouse_path) as warehouse:
         with warehouse.writing_release(**about) as release:
             for part in range(0, 20_000, 2000):
-                release.add(docs=[{**doc(i), "text": f"passage {i} " * 40} for i in range(part, part + 2000)])
+                release.add(docs=[{**doc(i), "text": f"passage {i} " * 60} for i in range(part, part + 2000)])
                 assert query(warehouse, held)[0]["b"] < 1 << 20
             release.finish({"n": 20_000})
         docs = warehouse.release_docs("r")
-        assert len(docs) == 20_000 and docs[12_345]["text"] == f"passage {docs[12_345]['doc_id'][1:]} " * 40
+        assert len(docs) == 20_000 and docs[12_345]["text"] == f"passage {docs[12_345]['doc_id'][1:]} " * 60
 
 
 def test_a_release_left_unfinished_keeps_the_old_one(warehouse_path: Path) -> None:
