@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -58,15 +59,16 @@ def sizes(text: str) -> list[int]:
         counts = [int(n) for n in text.split(",")]
     except ValueError:
         counts = []
-    if not counts or min(counts) < 1:
-        raise argparse.ArgumentTypeError(f"seed counts, comma-separated, such as 2000,10000: not {text!r}")
-    return counts
+    if len(set(counts)) < 2 or min(counts) < 1:
+        raise argparse.ArgumentTypeError(f"two seed counts or more, comma-separated, such as 2000,10000: not {text!r}")
+    return sorted(set(counts))
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(prog="python -m bench.memory", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--seeds", type=int, default=2000)
-    parser.add_argument("--sizes", type=sizes, help="seed counts to run, comma-separated, for --seeds / 10 and --seeds")
+    size = parser.add_mutually_exclusive_group()
+    size.add_argument("--seeds", type=int, default=2000, help="runs a tenth of them, then all")
+    size.add_argument("--sizes", type=sizes, help="seed counts to run instead, comma-separated")
     parser.add_argument("--k", type=int, default=10, help="instructions per query")
     parser.add_argument("--concurrency", type=int, default=64)
     parser.add_argument("--memory-limit", help="passed to ifsynth: the cap on DuckDB's buffer pool")
@@ -74,14 +76,16 @@ def main() -> None:
     args = parser.parse_args()
     limit = ["--memory-limit", args.memory_limit] if args.memory_limit else []
     sets = [a for s in args.set for a in ("--set", s)]
-    runs = []
+    runs: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory() as tmp, fake_server() as url:
         root = Path(tmp)
         warm_up(url, root)
         for seeds in args.sizes or [max(1, args.seeds // 10), args.seeds]:
             runs.append(peak(url, root, seeds, args.k, args.concurrency, limit, sets))
             for path in root.glob(f"m{seeds}.duckdb*"):  # a 40,000-seed warehouse is 230 MB
-                if path.is_file():
+                if path.is_dir():
+                    shutil.rmtree(path)
+                else:
                     path.unlink()
     small, large, own = runs[0], runs[-1], "ifsynth_process_peak_rss_mb"
     emit({"bench": "memory", "k": args.k, "memory_limit": args.memory_limit, "set": args.set,
