@@ -267,10 +267,9 @@ class ReleaseWriter:
         name: str,
         about: tuple[Any, ...],
         guard: Callable[[], AbstractContextManager[Any]],
-        let_go: Callable[[], bool],
+        let_go: Callable[[], None],
     ) -> None:
         self._cursor, self._name, self._about, self._guard, self._let_go = cursor, name, about, guard, let_go
-        self._held = 0  # bytes of rows added since DuckDB last let them go (Arrow's count)
         self.finished = False
 
     def add(
@@ -294,9 +293,7 @@ class ReleaseWriter:
             with self._guard():
                 statement = f"INSERT INTO {table} (release, {columns}) SELECT ?, {columns} FROM incoming"
                 _insert(self._cursor, statement, data, [self._name])
-            self._held += data.nbytes
-        if self._held >= KEPT_BLOCK_BYTES and self._let_go():  # a small release is never held up for it
-            self._held = 0
+        self._let_go()
 
     def finish(self, card: dict[str, Any]) -> None:
         """The card, and the commit: the release replaces the one of its name."""
@@ -613,20 +610,18 @@ class Warehouse:
         with contextlib.suppress(duckdb.Error):
             self._let_blocks_go(past=KEPT_BLOCK_BYTES)
 
-    def _let_blocks_go(self, *, past: int = 0, tags: tuple[str, ...] = ("BASE_TABLE",)) -> bool:
+    def _let_blocks_go(self, *, past: int = 0, tags: tuple[str, ...] = ("BASE_TABLE",)) -> None:
         """Have DuckDB let go of the table blocks it keeps, if those of ``tags`` are ``past`` bytes or more. It
         has no statement for that; lowering its memory limit evicts every block it can, and when what stays (the
         tables' indexes, say) is more than the new limit, the limit is left as it was. It is done with no other
-        statement of this warehouse under way, so none can meet the lowered limit, or not at all this time.
-        Whether it was done."""
-        if past > 0:
-            with self._statement() as cursor:
-                sql = "SELECT coalesce(sum(memory_usage_bytes), 0) FROM duckdb_memory() WHERE list_contains(?, tag)"
-                if cursor.execute(sql, [list(tags)]).fetchall()[0][0] < past:
-                    return False
+        statement of this warehouse under way, so none can meet the lowered limit, or not at all this time."""
+        with self._statement() as cursor:
+            sql = "SELECT coalesce(sum(memory_usage_bytes), 0) FROM duckdb_memory() WHERE list_contains(?, tag)"
+            if cursor.execute(sql, [list(tags)]).fetchall()[0][0] < past:
+                return
         with self._in_flight.alone() as alone:
             if not alone:
-                return False
+                return
             cursor = self._cursor()
             lowered = True
             try:
@@ -639,7 +634,6 @@ class Warehouse:
                         cursor.execute("RESET memory_limit")
                     else:
                         cursor.execute("SET memory_limit = ?", [self._memory_limit])
-        return True
 
     def _no_space(self) -> WarehouseError:
         """What a write that found the disk full (or past ``ulimit -f``) says: what to free, and that nothing
@@ -1388,15 +1382,14 @@ class Warehouse:
         finally:
             cursor.close()
 
-    def _let_parts_go(self) -> bool:
+    def _let_parts_go(self) -> None:
         """An open release's transaction holds every row added until its commit: in memory (``IN_MEMORY_TABLE``)
-        or written ahead to the file and kept (``BASE_TABLE``), 65 MB at the end of a 40,000-seed run
-        (bench/README.md, "Nineteenth round"). Let go, the first wait in the warehouse's temporary files and the
-        second are read from the file again. Whether it was done: not while another statement runs."""
-        try:
-            return self._let_blocks_go(tags=("BASE_TABLE", "IN_MEMORY_TABLE"))
-        except duckdb.Error:  # housekeeping: the next part tries again
-            return False
+        or written ahead into the file and kept (``BASE_TABLE``), 65 MB at the end of a 40,000-seed run
+        (bench/README.md, "Nineteenth round"). Past ``KEPT_BLOCK_BYTES`` of those (with what the run's commits
+        left) they are let go, as after a batch's commit: the first wait in the warehouse's temporary files, the
+        second are read from the file again. A part added while another statement runs is let go with the next."""
+        with contextlib.suppress(duckdb.Error):  # housekeeping: the next part tries again
+            self._let_blocks_go(past=KEPT_BLOCK_BYTES, tags=("BASE_TABLE", "IN_MEMORY_TABLE"))
 
     @contextlib.contextmanager
     def _writing_statement(self) -> Iterator[None]:

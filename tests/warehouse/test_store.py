@@ -508,8 +508,8 @@ def test_a_release_written_in_parts_replaces_the_old_one_only_when_finished(ware
 def test_a_large_release_lets_what_its_open_transaction_holds_go(
     warehouse_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Until its commit, a release's transaction holds the rows added (and those DuckDB wrote ahead): after
-    KEPT_BLOCK_BYTES of them they are let go, the limit set back, and the commit keeps every row."""
+    """Until its commit, a release's transaction holds the rows added (and those DuckDB wrote ahead): past
+    KEPT_BLOCK_BYTES they are let go after a part, the limit set back, and the commit keeps every row."""
     about: dict[str, Any] = {"name": "r", "run_id": None, "recipe": "instructir", "source": "demo"}
     held = "SELECT sum(memory_usage_bytes) AS b FROM duckdb_memory() WHERE tag IN ('BASE_TABLE', 'IN_MEMORY_TABLE')"
     limit = "SELECT current_setting('memory_limit') AS m"
@@ -525,32 +525,6 @@ def test_a_large_release_lets_what_its_open_transaction_holds_go(
             release.finish({"n": 20_000})
         docs = warehouse.release_docs("r")
         assert sorted(d["text"] for d in docs) == sorted(f"passage {i} " * 60 for i in range(20_000))
-
-
-def test_a_release_lets_go_after_each_kept_block_bytes_of_rows(
-    warehouse_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """Never before KEPT_BLOCK_BYTES of rows are added (a small release is not held up), then counted again
-    from there; when another statement kept it from letting go, it tries again at the next part."""
-    about: dict[str, Any] = {"name": "r", "run_id": None, "recipe": "instructir", "source": "demo"}
-    monkeypatch.setattr(store, "KEPT_BLOCK_BYTES", 1 << 20)
-    parts = [[{**doc(i), "text": f"passage {i:06d} " * 50} for i in range(n, n + 100)] for n in range(0, 5000, 100)]
-    size = store._arrow(parts[0], store.RELEASE_COLUMNS["release_docs"]).nbytes  # the same for every part
-    outcomes, at, added = iter([False] + [True] * len(parts)), [], 0  # the first let-go is kept from it
-
-    def let_go(_: Warehouse) -> bool:
-        at.append(added)
-        return next(outcomes)
-
-    monkeypatch.setattr(Warehouse, "_let_parts_go", let_go)
-    with Warehouse(warehouse_path) as warehouse, warehouse.writing_release(**about) as release:
-        for part in parts:
-            added += 1
-            release.add(docs=part)
-        release.finish({"n": 5000})
-    first = -(-(1 << 20) // size)  # parts to 1 MB
-    assert at == [first, first + 1, *range(2 * first + 1, len(parts) + 1, first)]
-    assert len(at) == 4
 
 
 def test_a_release_left_unfinished_keeps_the_old_one(warehouse_path: Path) -> None:
