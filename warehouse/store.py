@@ -281,8 +281,7 @@ class ReleaseWriter:
         top_ranked: Sequence[Mapping[str, Any]] = (),
     ) -> None:
         """Rows as generated or imported (``RELEASE_COLUMNS``)."""
-        if self.finished:
-            raise RuntimeError(f"release `{self._name}` is finished: its rows are committed")
+        self._refuse_if_finished()
         rows = {"release_docs": docs, "release_queries": queries, "release_qrels": qrels,
                 "release_top_ranked": top_ranked}  # fmt: skip
         for table, part in rows.items():
@@ -297,8 +296,7 @@ class ReleaseWriter:
 
     def finish(self, card: dict[str, Any]) -> None:
         """The card, and the commit: the release replaces the one of its name."""
-        if self.finished:
-            raise RuntimeError(f"release `{self._name}` is finished: its rows are committed")
+        self._refuse_if_finished()
         with self._guard():
             self._cursor.execute(
                 "INSERT INTO releases VALUES (?, ?, ?, ?, ?, ?)",
@@ -306,6 +304,11 @@ class ReleaseWriter:
             )
             self._cursor.execute("COMMIT")
         self.finished = True
+
+    def _refuse_if_finished(self) -> None:
+        """After the commit, a row would be written on its own, outside the release."""
+        if self.finished:
+            raise RuntimeError(f"release `{self._name}` is finished: its rows are committed")
 
 
 class Warehouse:
