@@ -14,6 +14,9 @@ CREATE TABLE IF NOT EXISTS runs (
     error        VARCHAR
 );
 
+-- Items, verdicts and calls have no primary key: DuckDB holds a key's index whole in memory while a run writes
+-- into it, and their keys are hashes, so every write touches all of it. `store.py` keeps them unique: an item or
+-- verdict replaces the row of its key (`digests.py`), a call is added once.
 CREATE TABLE IF NOT EXISTS items (
     run_id     VARCHAR NOT NULL,
     item_id    VARCHAR NOT NULL,
@@ -24,8 +27,7 @@ CREATE TABLE IF NOT EXISTS items (
     payload    JSON,
     status     VARCHAR NOT NULL,
     call_keys  VARCHAR[] NOT NULL,
-    ord        INTEGER NOT NULL,
-    PRIMARY KEY (run_id, item_id)
+    ord        INTEGER NOT NULL
 );
 
 CREATE TABLE IF NOT EXISTS verdicts (
@@ -38,13 +40,12 @@ CREATE TABLE IF NOT EXISTS verdicts (
     threshold  DOUBLE,
     reason     VARCHAR NOT NULL,
     call_key   VARCHAR,
-    created_at TIMESTAMP NOT NULL,
-    PRIMARY KEY (run_id, item_id, stage, judge)
+    created_at TIMESTAMP NOT NULL
 );
 
 -- Every attempt at every request; the cache is the successful rows, looked up by `key`.
 CREATE TABLE IF NOT EXISTS llm_calls (
-    call_id           VARCHAR PRIMARY KEY,
+    call_id           VARCHAR NOT NULL,
     key               VARCHAR NOT NULL,
     run_id            VARCHAR NOT NULL,
     stage             VARCHAR NOT NULL,

@@ -11,16 +11,13 @@ from __future__ import annotations
 
 import contextlib
 import errno
-import heapq
 import json
 import os
 import re
 import sys
 import threading
 import time
-from array import array
-from bisect import bisect_left
-from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from contextlib import AbstractContextManager
 from datetime import datetime
@@ -34,6 +31,7 @@ import pyarrow as pa
 
 from ifsynth.schemas.errors import UnknownRun, WarehouseError, WarehouseInUse
 from ifsynth.schemas.records import CallRecord, ItemRecord, RunRecord, StageCounts, VerdictRecord
+from ifsynth.warehouse.digests import REPLACED_BY_KEY, AnsweredKeys, WrittenKeys
 
 FLUSH_ROWS = 2000
 FLUSH_SECONDS = 2.0
@@ -54,9 +52,6 @@ KEPT_BLOCK_BYTES = 16 << 20
 # this, then hands it back: 128 MB by default, past which a writer's checkpoints and scans seldom go. At 8 MB a
 # 20,000-seed run's peak was 358-368 MB against 377-392 MB in the same sitting (bench/README.md, "Eighteenth round").
 ALLOCATOR = {"allocator_flush_threshold": "8MB"}
-# Prefixes of keys answered during a run held in a set (about 60 bytes each) before joining the sorted ones (8):
-# this many, or a sixteenth of the sorted ones if more, since a merge copies them all.
-ANSWERED_MERGE = 4096
 # What a cache hit reads of a call (flows/llm/gateway.py). A lookup scans the calls, so it reads the blocks of
 # every column it returns in every row group; the request, the largest column, is not among them.
 ANSWER_COLUMNS = ("key", "response", "finish_reason", "logprobs")
@@ -168,12 +163,7 @@ _PEOPLE = (
     "WITH people AS (SELECT item_id, stage, decision FROM verdicts WHERE run_id = ? AND judge LIKE 'human%' "
     "QUALIFY row_number() OVER (PARTITION BY item_id, stage ORDER BY created_at DESC, judge) = 1)"
 )
-_CONFLICT = {"items": "OR REPLACE", "verdicts": "OR REPLACE", "llm_calls": "OR IGNORE"}
-_KEYS = {
-    "items": ("run_id", "item_id"),
-    "verdicts": ("run_id", "item_id", "stage", "judge"),
-    "llm_calls": ("call_id",),
-}
+_KEYS = {**REPLACED_BY_KEY, "llm_calls": ("call_id",)}
 
 
 def _out_of_space(exc: BaseException) -> bool:
@@ -193,7 +183,7 @@ def _out_of_memory(exc: BaseException) -> TypeGuard[duckdb.Error]:
     if isinstance(exc, duckdb.OutOfMemoryException):
         return True
     return isinstance(exc, duckdb.TransactionException | duckdb.FatalException) and bool(
-        re.search(r"could not allocate|failed to allocate|Out of Memory", str(exc))
+        re.search(r"could not allocate|failed to allocate|failed to pin|Out of Memory", str(exc))
     )
 
 
@@ -337,6 +327,7 @@ class Warehouse:
         self._buffers: dict[str, dict[tuple[Any, ...], dict[str, Any]]] = {name: {} for name in _ARROW}
         self._buffered_answers: dict[str, dict[str, Any]] = {}  # key -> first buffered successful call
         self._answered: AnsweredKeys | None = None  # which keys the file may answer (``cached``), once read
+        self._written = WrittenKeys()  # which items and verdicts a write replaces
         # The batch a background thread is writing, and its answers (still served from memory meanwhile).
         self._writer: ThreadPoolExecutor | None = None
         self._writing: Future[None] | None = None
@@ -597,6 +588,8 @@ class Warehouse:
             cursor.execute("BEGIN")
             try:
                 for table, rows in batch.items():
+                    if table in REPLACED_BY_KEY:
+                        self._written.replace(cursor, table, rows)
                     self._append(cursor, table, rows)
                 cursor.execute("COMMIT")
             except BaseException as exc:
@@ -608,6 +601,9 @@ class Warehouse:
                 if _out_of_memory(exc):  # rows kept, as for a full disk: a rerun writes them
                     raise self._explained(exc) from exc
                 raise
+        for table, rows in batch.items():
+            if table in REPLACED_BY_KEY:
+                self._written.add(table, rows)
         # housekeeping once the batch is committed: an error in it must not put the batch back (a database
         # that is really broken fails the next statement), and the next commit tries again
         with contextlib.suppress(duckdb.Error):
@@ -700,9 +696,10 @@ class Warehouse:
             wait([writing])
 
     @staticmethod
-    def _append(cursor: duckdb.DuckDBPyConnection, table: str, rows: list[dict[str, Any]]) -> None:
+    def _append(cursor: duckdb.DuckDBPyConnection, table: str, rows: list[dict[str, Any]], *, unless: str = "") -> None:
+        """Rows added to ``table``: all of them, or those ``unless`` (a condition on ``incoming``) leaves."""
         columns = ", ".join(_ARROW[table].names)
-        statement = f"INSERT {_CONFLICT[table]} INTO {table} ({columns}) SELECT {columns} FROM incoming"
+        statement = f"INSERT INTO {table} ({columns}) SELECT {columns} FROM incoming {unless}"
         _insert(cursor, statement, _arrow(rows, _ARROW[table]))
 
     def _open_journal(self) -> BinaryIO:
@@ -725,9 +722,10 @@ class Warehouse:
         if unreadable:
             with self.path.with_name(self.path.name + ".journal.unreadable").open("ab") as kept:
                 kept.write(b"".join(line + b"\n" for line in unreadable))
-        if rows:
+        if rows:  # a call of a batch committed before the kill is in the file already
             unique = {row["call_id"]: row for row in rows}
-            self._append(self._db, "llm_calls", list(unique.values()))
+            committed = "WHERE NOT EXISTS (SELECT 1 FROM llm_calls c WHERE c.call_id = incoming.call_id)"
+            self._append(self._db, "llm_calls", list(unique.values()), unless=committed)
         for path in paths:
             path.unlink()
 
@@ -824,10 +822,17 @@ class Warehouse:
         quoted = str(Path(path).resolve()).replace("'", "''")
         with self._lock, self._statement() as cursor:
             self._answered = None  # the shard's answers are this one's now: read again when asked
+            self._written.forget()
             cursor.execute(f"ATTACH '{quoted}' AS shard (READ_ONLY)")
             try:
-                for table in ("runs", "items", "verdicts", "llm_calls", "stage_counts"):
+                for table in ("runs", "stage_counts"):
                     cursor.execute(f"INSERT OR IGNORE INTO {table} BY NAME SELECT * FROM shard.{table}")
+                for table, key in _KEYS.items():  # without a primary key (``ddl.sql``): the rows not here yet
+                    held = " AND ".join(f"t.{c} = s.{c}" for c in key)
+                    cursor.execute(
+                        f"INSERT INTO {table} BY NAME SELECT * FROM shard.{table} s "
+                        f"WHERE NOT EXISTS (SELECT 1 FROM {table} t WHERE {held})"
+                    )
             finally:
                 cursor.execute("DETACH shard")
 
@@ -1449,49 +1454,3 @@ class Warehouse:
             [one, other, other, one],
         )
         return json.loads(rows[0]["report"]) if rows else None
-
-
-_HEX = re.compile("[0-9a-fA-F]+")
-
-
-class AnsweredKeys:
-    """Which request keys the warehouse file may hold an answer for: the first 64 bits of each (a key is a
-    SHA-256 in hex), sorted, eight bytes a key, with those of the keys answered since.
-
-    A cache lookup is a query over every call in the file, whatever the number of keys, so one for requests
-    never answered (a new run's) costs as much as one that finds them; asked only for the keys that may be
-    there, a new run makes almost no lookups. A key that is not hex may always be there. The keys answered
-    since the file was read are kept as prefixes too, merged into the sorted ones a few thousand at a time: as
-    whole keys they were 10 MB of a 20,000-seed run's memory, growing with its calls."""
-
-    def __init__(self, prefixes: array[int]) -> None:
-        self.prefixes = prefixes
-        self._since: set[int] = set()
-
-    @classmethod
-    def read(cls, cursor: duckdb.DuckDBPyConnection) -> AnsweredKeys:
-        rows = cursor.execute(
-            "SELECT DISTINCT TRY_CAST('0x' || key[1:16] AS UBIGINT) AS prefix FROM llm_calls "
-            "WHERE error IS NULL ORDER BY prefix"
-        ).fetchall()
-        return cls(array("Q", (prefix for (prefix,) in rows if prefix is not None)))
-
-    def add(self, keys: Iterable[str]) -> None:
-        for key in keys:
-            if (prefix := _prefix(key)) is not None:
-                self._since.add(prefix)
-        if len(self._since) >= max(ANSWERED_MERGE, len(self.prefixes) // 16):  # a merge costs the whole array
-            self.prefixes = array("Q", heapq.merge(self.prefixes, sorted(self._since)))
-            self._since.clear()
-
-    def may_hold(self, key: str) -> bool:
-        if (prefix := _prefix(key)) is None:
-            return True
-        at = bisect_left(self.prefixes, prefix)
-        return (at < len(self.prefixes) and self.prefixes[at] == prefix) or prefix in self._since
-
-
-def _prefix(key: str) -> int | None:
-    """A key's first 64 bits, if they are hex digits (as ``read`` casts them: no sign, space or ``_``)."""
-    head = key[:16]
-    return int(head, 16) if _HEX.fullmatch(head) else None

@@ -1,0 +1,95 @@
+"""Keys held as 64-bit digests: the cache's answered keys, and the keys of a run's items and verdicts, which
+a write replaces by key without a primary key's index."""
+
+from __future__ import annotations
+
+from array import array
+from typing import Any
+
+import duckdb
+import pyarrow as pa
+import pytest
+
+from ifsynth.warehouse import digests
+from ifsynth.warehouse.digests import AnsweredKeys, Digests, WrittenKeys
+
+
+def test_keys_answered_during_a_run_are_kept_as_sorted_prefixes(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Eight bytes a key once merged, not a string each: a long run's answers would grow its memory."""
+    monkeypatch.setattr(digests, "MERGE", 3)
+    keys = [f"{n * 7919:016x}{n:048x}" for n in range(1, 11)]
+    answered = AnsweredKeys(array("Q", [1 * 7919]))  # the file answered the first key
+    for key in keys[1:]:
+        answered.add([key, "not-hex", f"-{key[1:]}", f" {key[1:]}"])  # int() would take a sign or a space
+    ordered = answered.prefixes.ordered
+    assert len(ordered) >= 9 and list(ordered) == sorted(ordered)
+    assert all(answered.may_hold(key) for key in keys) and answered.may_hold("not-hex")
+    assert answered.may_hold(f"-{keys[0][1:]}"), "not hex: it may always be there"
+    assert not any(answered.may_hold(f"{n * 7919 + 1:016x}{n:048x}") for n in range(1, 11))
+
+
+def test_digests_added_since_are_found_before_and_after_they_are_merged(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(digests, "MERGE", 4)
+    held = Digests(array("Q", [5, 9]))
+    held.add([7, 2**64 - 1])
+    assert list(held.ordered) == [5, 9] and 7 in held and 2**64 - 1 in held
+    held.add([1, 3])
+    assert list(held.ordered) == [1, 3, 5, 7, 9, 2**64 - 1]
+    assert all(n in held for n in (1, 3, 5, 7, 9, 2**64 - 1)) and not any(n in held for n in (0, 4, 8, 10))
+
+
+class Spy:
+    """A DuckDB cursor that keeps the statements run on it."""
+
+    def __init__(self, cursor: duckdb.DuckDBPyConnection) -> None:
+        self.cursor, self.statements = cursor, list[str]()
+
+    def execute(self, sql: str, *args: Any) -> Spy:
+        self.statements.append(sql)
+        self.cursor.execute(sql, *args)
+        return self
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.cursor, name)
+
+
+def items(*keys: tuple[str, str], payload: str = "") -> list[dict[str, Any]]:
+    return [{"run_id": run, "item_id": item, "payload": payload} for run, item in keys]
+
+
+def insert(db: duckdb.DuckDBPyConnection, rows: list[dict[str, Any]]) -> None:
+    db.register("incoming", pa.Table.from_pylist(rows))
+    db.execute("INSERT INTO items SELECT run_id, item_id, payload FROM incoming")
+
+
+def test_a_write_deletes_the_rows_it_replaces_and_looks_for_none_when_its_keys_are_new(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A run's keys are read once, at its first write; after that, a new key costs no query at all, and a key
+    written before (in the file when the run was read, or committed since) replaces its row."""
+    monkeypatch.setattr(digests, "READ_ROWS", 2)  # the file's keys read a few at a time
+    db = duckdb.connect()
+    db.execute("CREATE TABLE items (run_id VARCHAR, item_id VARCHAR, payload VARCHAR)")
+    insert(db, items(("r1", "a"), ("r1", "b"), ("r1", "c"), ("r2", "x"), payload="old"))
+    written, spy = WrittenKeys(), Spy(db)
+
+    def write(rows: list[dict[str, Any]]) -> list[str]:
+        spy.statements.clear()
+        written.replace(spy, "items", rows)  # type: ignore[arg-type]
+        insert(db, rows)
+        written.add("items", rows)
+        return spy.statements
+
+    first = write(items(("r1", "d"), ("r1", "e")))
+    assert len(first) == 1 and first[0].startswith("SELECT"), "the run's keys, read once"
+    assert write(items(("r1", "f"))) == [], "new keys: nothing read, nothing deleted"
+    replaced = write(items(("r1", "a"), ("r1", "d"), ("r1", "g"), payload="new"))
+    assert [s.split()[0] for s in replaced] == ["DELETE"]
+    assert write(items(("r2", "x"), payload="new"))[-1].startswith("DELETE"), "another run: read, then replaced"
+    rows = db.execute("SELECT run_id, item_id, payload FROM items ORDER BY ALL").fetchall()
+    assert rows == [
+        ("r1", "a", "new"), ("r1", "b", "old"), ("r1", "c", "old"), ("r1", "d", "new"), ("r1", "e", ""),
+        ("r1", "f", ""), ("r1", "g", "new"), ("r2", "x", "new"),
+    ]  # fmt: skip
+    written.forget()
+    assert write(items(("r1", "h")))[0].startswith("SELECT"), "forgotten: read again"

@@ -1,0 +1,136 @@
+"""Sets of keys held as 64-bit digests, eight bytes a key: which keys the warehouse file may hold, asked before
+a query that would otherwise read every key in it.
+
+A digest set may say a key is there when it is not (two keys with one digest, a row deleted since), never the
+reverse: a false yes costs the query it was meant to spare, nothing else.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import heapq
+import re
+from array import array
+from bisect import bisect_left
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+import duckdb
+import pyarrow as pa
+
+# Digests added since the sorted ones were made are held in a set (about 60 bytes each) before joining them (8):
+# this many, or a sixteenth of the sorted ones if more, since a merge copies them all.
+MERGE = 4096
+# A run's keys are read this many at a time.
+READ_ROWS = 10_000
+# The key columns of the tables whose rows a write replaces by key (without a primary key: ``ddl.sql``).
+REPLACED_BY_KEY = {
+    "items": ("run_id", "item_id"),
+    "verdicts": ("run_id", "item_id", "stage", "judge"),
+}
+
+_HEX = re.compile("[0-9a-fA-F]+")
+
+
+class Digests:
+    """64-bit digests, sorted, with those added since merged in a few thousand at a time."""
+
+    def __init__(self, ordered: array[int] | None = None) -> None:
+        self.ordered = array("Q") if ordered is None else ordered
+        self._since: set[int] = set()
+
+    def add(self, digests: Iterable[int]) -> None:
+        self._since.update(digests)
+        if len(self._since) >= max(MERGE, len(self.ordered) // 16):
+            self.ordered = array("Q", heapq.merge(self.ordered, sorted(self._since)))
+            self._since.clear()
+
+    def __contains__(self, digest: int) -> bool:
+        at = bisect_left(self.ordered, digest)
+        return (at < len(self.ordered) and self.ordered[at] == digest) or digest in self._since
+
+
+class AnsweredKeys:
+    """Which request keys the file may hold an answer for: the first 64 bits of each (a key is a SHA-256 in
+    hex), with those of the keys answered since.
+
+    A cache lookup is a query over every call in the file, whatever the number of keys, so one for requests
+    never answered (a new run's) costs as much as one that finds them; asked only for the keys that may be
+    there, a new run makes almost no lookups. A key that is not hex may always be there. As whole keys, the
+    keys answered since the file was read were 10 MB of a 20,000-seed run's memory, growing with its calls."""
+
+    def __init__(self, prefixes: array[int]) -> None:
+        self.prefixes = Digests(prefixes)
+
+    @classmethod
+    def read(cls, cursor: duckdb.DuckDBPyConnection) -> AnsweredKeys:
+        rows = cursor.execute(
+            "SELECT DISTINCT TRY_CAST('0x' || key[1:16] AS UBIGINT) AS prefix FROM llm_calls "
+            "WHERE error IS NULL ORDER BY prefix"
+        ).fetchall()
+        return cls(array("Q", (prefix for (prefix,) in rows if prefix is not None)))
+
+    def add(self, keys: Iterable[str]) -> None:
+        self.prefixes.add(prefix for key in keys if (prefix := _prefix(key)) is not None)
+
+    def may_hold(self, key: str) -> bool:
+        prefix = _prefix(key)
+        return prefix is None or prefix in self.prefixes
+
+
+def _prefix(key: str) -> int | None:
+    """A key's first 64 bits, if they are hex digits (as ``read`` casts them: no sign, space or ``_``)."""
+    head = key[:16]
+    return int(head, 16) if _HEX.fullmatch(head) else None
+
+
+class WrittenKeys:
+    """The keys of the items and verdicts of the runs written to, read from the file at a run's first write to a
+    table and added to as batches are committed: so a write replaces a row of the same key, as a primary key's
+    ``INSERT OR REPLACE`` did, and looks for one only when the key may be there.
+
+    A primary key's index is held whole in memory while a run writes into it, and item ids are hashes, so
+    every write touched all of it (20 MB at 40,000 seeds, with the calls'); a run's digests are eight bytes a
+    row. A new run's writes find none of their keys and only append."""
+
+    def __init__(self) -> None:
+        self._runs: dict[tuple[str, str], Digests] = {}
+
+    def replace(self, cursor: duckdb.DuckDBPyConnection, table: str, rows: Sequence[Mapping[str, Any]]) -> None:
+        """Delete the rows of ``table`` that ``rows`` (about to be inserted) replace, in the caller's
+        transaction."""
+        columns = REPLACED_BY_KEY[table]
+        keys = [tuple(row[c] for c in columns) for row in rows]
+        present = [key for key in keys if _digest(key) in self._run(cursor, table, key[0])]
+        if not present:
+            return
+        cursor.register("present", pa.table({c: [key[i] for key in present] for i, c in enumerate(columns)}))
+        match = " AND ".join(f"t.{c} = p.{c}" for c in columns)
+        cursor.execute(f"DELETE FROM {table} t USING present p WHERE {match}")
+        cursor.unregister("present")
+
+    def add(self, table: str, rows: Iterable[Mapping[str, Any]]) -> None:
+        """Keys committed to ``table``; a run not read yet is read whole at its next write instead."""
+        columns = REPLACED_BY_KEY[table]
+        for row in rows:
+            key = tuple(row[c] for c in columns)
+            if (digests := self._runs.get((table, key[0]))) is not None:
+                digests.add([_digest(key)])
+
+    def forget(self) -> None:
+        """After rows were added another way (a shard absorbed): every run is read again at its next write. Rows
+        deleted need no forgetting: their keys only cost a ``DELETE`` that finds nothing."""
+        self._runs.clear()
+
+    def _run(self, cursor: duckdb.DuckDBPyConnection, table: str, run_id: str) -> Digests:
+        if (digests := self._runs.get((table, run_id))) is None:
+            columns = REPLACED_BY_KEY[table]
+            cursor.execute(f"SELECT {', '.join(columns)} FROM {table} WHERE run_id = ?", [run_id])
+            digests = self._runs[(table, run_id)] = Digests()
+            while keys := cursor.fetchmany(READ_ROWS):  # a long run's keys, read whole, would be tens of MB
+                digests.add(_digest(key) for key in keys)
+        return digests
+
+
+def _digest(key: tuple[str, ...]) -> int:
+    return int.from_bytes(hashlib.blake2b("\x1f".join(key).encode(), digest_size=8).digest(), "little")
