@@ -23,11 +23,6 @@ import pyarrow as pa
 MERGE = 4096
 # A run's keys are read this many at a time.
 READ_ROWS = 10_000
-# The key columns of the tables whose rows a write replaces by key (without a primary key: ``ddl.sql``).
-REPLACED_BY_KEY = {
-    "items": ("run_id", "item_id"),
-    "verdicts": ("run_id", "item_id", "stage", "judge"),
-}
 
 _HEX = re.compile("[0-9a-fA-F]+")
 
@@ -85,50 +80,62 @@ def _prefix(key: str) -> int | None:
 
 
 class WrittenKeys:
-    """The keys of the items and verdicts of the runs written to, read from the file at a run's first write to a
-    table and added to as batches are committed: so a write replaces a row of the same key, as a primary key's
-    ``INSERT OR REPLACE`` did, and looks for one only when the key may be there.
+    """The keys of the rows that tables replaced by key hold for the runs written to: read from the file at a
+    run's first write to a table, and added to as batches are committed. So a write replaces a row of the same
+    key, as a primary key's ``INSERT OR REPLACE`` did, and looks for one only when the key may be there.
 
     A primary key's index is held whole in memory while a run writes into it, and item ids are hashes, so
-    every write touched all of it (20 MB at 40,000 seeds, with the calls'); a run's digests are eight bytes a
-    row. A new run's writes find none of their keys and only append."""
+    every write touched all of it (12 MB in the middle of a 40,000-seed run, 20 MB before its release, with
+    the calls'); a run's digests are eight bytes a row. A new run's writes find none of their keys and only
+    append. Only one write uses it at a time (the warehouse writes one batch at a time)."""
 
-    def __init__(self) -> None:
+    def __init__(self, keys: Mapping[str, tuple[str, ...]]) -> None:
+        """``keys``: each table's key columns, ``run_id`` first."""
+        self._keys = keys
         self._runs: dict[tuple[str, str], Digests] = {}
 
     def replace(self, cursor: duckdb.DuckDBPyConnection, table: str, rows: Sequence[Mapping[str, Any]]) -> None:
         """Delete the rows of ``table`` that ``rows`` (about to be inserted) replace, in the caller's
         transaction."""
-        columns = REPLACED_BY_KEY[table]
+        columns = self._keys[table]
         keys = [tuple(row[c] for c in columns) for row in rows]
         present = [key for key in keys if _digest(key) in self._run(cursor, table, key[0])]
         if not present:
             return
-        cursor.register("present", pa.table({c: [key[i] for key in present] for i, c in enumerate(columns)}))
+        data = pa.Table.from_arrays([pa.array([key[i] for key in present], pa.string()) for i in range(len(columns))],
+                                    names=list(columns))  # fmt: skip
+        cursor.register("present", data)
         match = " AND ".join(f"t.{c} = p.{c}" for c in columns)
         cursor.execute(f"DELETE FROM {table} t USING present p WHERE {match}")
         cursor.unregister("present")
 
     def add(self, table: str, rows: Iterable[Mapping[str, Any]]) -> None:
         """Keys committed to ``table``; a run not read yet is read whole at its next write instead."""
-        columns = REPLACED_BY_KEY[table]
+        columns = self._keys[table]
+        added: dict[str, set[int]] = {}
         for row in rows:
             key = tuple(row[c] for c in columns)
-            if (digests := self._runs.get((table, key[0]))) is not None:
-                digests.add([_digest(key)])
+            added.setdefault(key[0], set()).add(_digest(key))
+        for run_id, digests in added.items():
+            if (held := self._runs.get((table, run_id))) is not None:
+                held.add(d for d in digests if d not in held)  # a key replaced is held once
 
-    def forget(self) -> None:
-        """After rows were added another way (a shard absorbed): every run is read again at its next write. Rows
-        deleted need no forgetting: their keys only cost a ``DELETE`` that finds nothing."""
-        self._runs.clear()
+    def forget(self, run_id: str | None = None) -> None:
+        """Read a run's keys (every run's, by default) again at its next write: after its rows were deleted (a
+        stage cleared: written again, they would each cost a ``DELETE`` that finds nothing), added another way
+        (a shard absorbed), or after a write that failed, committed or not."""
+        for table, run in list(self._runs):
+            if run_id is None or run == run_id:
+                del self._runs[(table, run)]
 
     def _run(self, cursor: duckdb.DuckDBPyConnection, table: str, run_id: str) -> Digests:
         if (digests := self._runs.get((table, run_id))) is None:
-            columns = REPLACED_BY_KEY[table]
-            cursor.execute(f"SELECT {', '.join(columns)} FROM {table} WHERE run_id = ?", [run_id])
-            digests = self._runs[(table, run_id)] = Digests()
+            rest = self._keys[table][1:]
+            cursor.execute(f"SELECT {', '.join(rest)} FROM {table} WHERE run_id = ?", [run_id])
+            digests = Digests()  # held only once read whole: a read cut short would miss keys that are there
             while keys := cursor.fetchmany(READ_ROWS):  # a long run's keys, read whole, would be tens of MB
-                digests.add(_digest(key) for key in keys)
+                digests.add(_digest((run_id, *key)) for key in keys)
+            self._runs[(table, run_id)] = digests
         return digests
 
 

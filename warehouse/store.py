@@ -31,7 +31,7 @@ import pyarrow as pa
 
 from ifsynth.schemas.errors import UnknownRun, WarehouseError, WarehouseInUse
 from ifsynth.schemas.records import CallRecord, ItemRecord, RunRecord, StageCounts, VerdictRecord
-from ifsynth.warehouse.digests import REPLACED_BY_KEY, AnsweredKeys, WrittenKeys
+from ifsynth.warehouse.digests import AnsweredKeys, WrittenKeys
 
 FLUSH_ROWS = 2000
 FLUSH_SECONDS = 2.0
@@ -163,7 +163,16 @@ _PEOPLE = (
     "WITH people AS (SELECT item_id, stage, decision FROM verdicts WHERE run_id = ? AND judge LIKE 'human%' "
     "QUALIFY row_number() OVER (PARTITION BY item_id, stage ORDER BY created_at DESC, judge) = 1)"
 )
-_KEYS = {**REPLACED_BY_KEY, "llm_calls": ("call_id",)}
+# The key columns of the tables without a primary key (``ddl.sql``): items and verdicts are replaced by key
+# (``WrittenKeys``), a call is added once.
+_REPLACED = {"items": ("run_id", "item_id"), "verdicts": ("run_id", "item_id", "stage", "judge")}
+_KEYS = {**_REPLACED, "llm_calls": ("call_id",)}
+
+
+def _absent(table: str, source: str) -> str:
+    """The condition that the row ``source`` names has no row of its key in ``table`` yet."""
+    match = " AND ".join(f"t.{c} = {source}.{c}" for c in _KEYS[table])
+    return f"NOT EXISTS (SELECT 1 FROM {table} t WHERE {match})"
 
 
 def _out_of_space(exc: BaseException) -> bool:
@@ -327,7 +336,8 @@ class Warehouse:
         self._buffers: dict[str, dict[tuple[Any, ...], dict[str, Any]]] = {name: {} for name in _ARROW}
         self._buffered_answers: dict[str, dict[str, Any]] = {}  # key -> first buffered successful call
         self._answered: AnsweredKeys | None = None  # which keys the file may answer (``cached``), once read
-        self._written = WrittenKeys()  # which items and verdicts a write replaces
+        self._written = WrittenKeys(_REPLACED)  # which items and verdicts a write replaces; one write at a time
+        self._retrying = False  # a batch was put back after a failure, maybe after its commit: the next write checks
         # The batch a background thread is writing, and its answers (still served from memory meanwhile).
         self._writer: ThreadPoolExecutor | None = None
         self._writing: Future[None] | None = None
@@ -584,13 +594,17 @@ class Warehouse:
         self._writing = self._writer.submit(self._write, self._writing_rows)
 
     def _write(self, batch: dict[str, list[dict[str, Any]]]) -> None:
+        retrying = self._retrying
         with self._statement() as cursor:
             cursor.execute("BEGIN")
             try:
                 for table, rows in batch.items():
-                    if table in REPLACED_BY_KEY:
+                    if table in _REPLACED:
                         self._written.replace(cursor, table, rows)
-                    self._append(cursor, table, rows)
+                        self._append(cursor, table, rows)
+                    else:  # calls put back may have been committed (an interrupt after the commit)
+                        unless = f"WHERE {_absent(table, 'incoming')}" if retrying else ""
+                        self._append(cursor, table, rows, unless=unless)
                 cursor.execute("COMMIT")
             except BaseException as exc:
                 # a COMMIT that failed has rolled back; one that ran out of memory may have invalidated the database
@@ -601,8 +615,9 @@ class Warehouse:
                 if _out_of_memory(exc):  # rows kept, as for a full disk: a rerun writes them
                     raise self._explained(exc) from exc
                 raise
+        self._retrying = False
         for table, rows in batch.items():
-            if table in REPLACED_BY_KEY:
+            if table in _REPLACED:
                 self._written.add(table, rows)
         # housekeeping once the batch is committed: an error in it must not put the batch back (a database
         # that is really broken fails the next statement), and the next commit tries again
@@ -654,16 +669,24 @@ class Warehouse:
         if error is None:
             self._sealed_path.unlink(missing_ok=True)
             return
+        self._put_back(batch, answers)
+        if self._journal is not None and self._sealed_path.exists():
+            self._journal.write(self._sealed_path.read_bytes())
+            self._sealed_path.unlink()
+        raise error
+
+    def _put_back(self, batch: dict[str, list[dict[str, Any]]], answers: dict[str, dict[str, Any]]) -> None:
+        """A batch whose write raised, back in the buffers under the rows buffered since. It may have been
+        committed before it raised (an interrupt after the commit), so the next write reads which rows the file
+        holds instead of trusting what it knew."""
         for table, rows in batch.items():
             buffer = self._buffers[table]
             for row in rows:
                 buffer.setdefault(tuple(row[k] for k in _KEYS[table]), row)
         for key, row in answers.items():
             self._buffered_answers.setdefault(key, row)
-        if self._journal is not None and self._sealed_path.exists():
-            self._journal.write(self._sealed_path.read_bytes())
-            self._sealed_path.unlink()
-        raise error
+        self._written.forget()
+        self._retrying = True
 
     def flush(self) -> None:
         """Write every buffered row in one transaction, then empty the journal (after the background
@@ -674,10 +697,15 @@ class Warehouse:
             self._last_flush = time.monotonic()
             if not any(self._buffers.values()):
                 return
-            self._write({table: list(buffer.values()) for table, buffer in self._buffers.items() if buffer})
+            batch = {table: list(buffer.values()) for table, buffer in self._buffers.items() if buffer}
+            answers, self._buffered_answers = self._buffered_answers, {}
             for buffer in self._buffers.values():
                 buffer.clear()
-            self._buffered_answers.clear()
+            try:
+                self._write(batch)
+            except BaseException:
+                self._put_back(batch, answers)
+                raise
             if self._journal is not None:
                 self._journal.truncate(0)
                 self._journal.seek(0)
@@ -697,7 +725,7 @@ class Warehouse:
 
     @staticmethod
     def _append(cursor: duckdb.DuckDBPyConnection, table: str, rows: list[dict[str, Any]], *, unless: str = "") -> None:
-        """Rows added to ``table``: all of them, or those ``unless`` (a condition on ``incoming``) leaves."""
+        """Rows added to ``table``: all of them, or those a ``WHERE`` clause on ``incoming`` (``unless``) keeps."""
         columns = ", ".join(_ARROW[table].names)
         statement = f"INSERT INTO {table} ({columns}) SELECT {columns} FROM incoming {unless}"
         _insert(cursor, statement, _arrow(rows, _ARROW[table]))
@@ -724,8 +752,8 @@ class Warehouse:
                 kept.write(b"".join(line + b"\n" for line in unreadable))
         if rows:  # a call of a batch committed before the kill is in the file already
             unique = {row["call_id"]: row for row in rows}
-            committed = "WHERE NOT EXISTS (SELECT 1 FROM llm_calls c WHERE c.call_id = incoming.call_id)"
-            self._append(self._db, "llm_calls", list(unique.values()), unless=committed)
+            unless = f"WHERE {_absent('llm_calls', 'incoming')}"
+            self._append(self._db, "llm_calls", list(unique.values()), unless=unless)
         for path in paths:
             path.unlink()
 
@@ -818,23 +846,22 @@ class Warehouse:
     def absorb(self, path: str | Path) -> None:
         """Copy another warehouse's runs, items, verdicts, LLM calls and stage counts into this one (a shard's,
         at the merge). Rows this one already holds stay as they are, so absorbing twice adds nothing."""
-        self.flush()
         quoted = str(Path(path).resolve()).replace("'", "''")
-        with self._lock, self._statement() as cursor:
+        with self._lock:
+            self.flush()  # under the lock: no batch is written behind while the shard's rows come in
             self._answered = None  # the shard's answers are this one's now: read again when asked
             self._written.forget()
-            cursor.execute(f"ATTACH '{quoted}' AS shard (READ_ONLY)")
-            try:
-                for table in ("runs", "stage_counts"):
-                    cursor.execute(f"INSERT OR IGNORE INTO {table} BY NAME SELECT * FROM shard.{table}")
-                for table, key in _KEYS.items():  # without a primary key (``ddl.sql``): the rows not here yet
-                    held = " AND ".join(f"t.{c} = s.{c}" for c in key)
-                    cursor.execute(
-                        f"INSERT INTO {table} BY NAME SELECT * FROM shard.{table} s "
-                        f"WHERE NOT EXISTS (SELECT 1 FROM {table} t WHERE {held})"
-                    )
-            finally:
-                cursor.execute("DETACH shard")
+            with self._statement() as cursor:
+                cursor.execute(f"ATTACH '{quoted}' AS shard (READ_ONLY)")
+                try:
+                    for table in ("runs", "stage_counts"):
+                        cursor.execute(f"INSERT OR IGNORE INTO {table} BY NAME SELECT * FROM shard.{table}")
+                    for table in _KEYS:  # without a primary key: the rows not here yet
+                        cursor.execute(
+                            f"INSERT INTO {table} BY NAME SELECT * FROM shard.{table} s WHERE {_absent(table, 's')}"
+                        )
+                finally:
+                    cursor.execute("DETACH shard")
 
     def run_named(self, name: str) -> str | None:
         """The id of a run named ``name`` (its release will carry that name), if any."""
@@ -914,6 +941,7 @@ class Warehouse:
         """Forget what a stage wrote for a run: rerunning it rebuilds everything from the cache."""
         self.flush()
         with self._lock, self._statement() as cursor:
+            self._written.forget(run_id)
             cursor.execute("DELETE FROM items WHERE run_id = ? AND stage = ?", [run_id, stage])
             # people's verdicts (`human`, `human:<reviewer>`) are no stage's output: a rerun keeps them
             cursor.execute(

@@ -71,7 +71,7 @@ def test_a_write_deletes_the_rows_it_replaces_and_looks_for_none_when_its_keys_a
     db = duckdb.connect()
     db.execute("CREATE TABLE items (run_id VARCHAR, item_id VARCHAR, payload VARCHAR)")
     insert(db, items(("r1", "a"), ("r1", "b"), ("r1", "c"), ("r2", "x"), payload="old"))
-    written, spy = WrittenKeys(), Spy(db)
+    written, spy = WrittenKeys({"items": ("run_id", "item_id")}), Spy(db)
 
     def write(rows: list[dict[str, Any]]) -> list[str]:
         spy.statements.clear()
@@ -91,5 +91,30 @@ def test_a_write_deletes_the_rows_it_replaces_and_looks_for_none_when_its_keys_a
         ("r1", "a", "new"), ("r1", "b", "old"), ("r1", "c", "old"), ("r1", "d", "new"), ("r1", "e", ""),
         ("r1", "f", ""), ("r1", "g", "new"), ("r2", "x", "new"),
     ]  # fmt: skip
+    written.forget("r2")
+    assert write(items(("r1", "h"))) == [], "another run's keys forgotten"
+    assert write(items(("r2", "y")))[0].startswith("SELECT"), "forgotten: read again"
     written.forget()
-    assert write(items(("r1", "h")))[0].startswith("SELECT"), "forgotten: read again"
+    assert write(items(("r1", "i")))[0].startswith("SELECT")
+
+
+def test_a_read_of_a_runs_keys_cut_short_is_not_kept(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Kept, it would miss keys that are in the file, and a write would add their rows a second time."""
+    monkeypatch.setattr(digests, "READ_ROWS", 2)
+    db = duckdb.connect()
+    db.execute("CREATE TABLE items (run_id VARCHAR, item_id VARCHAR, payload VARCHAR)")
+    insert(db, items(("r1", "a"), ("r1", "b"), ("r1", "c"), payload="old"))
+    written = WrittenKeys({"items": ("run_id", "item_id")})
+
+    class CutShort(Spy):
+        def fetchmany(self, size: int) -> list[Any]:
+            if self.statements.count("fetched") == 1:
+                raise KeyboardInterrupt
+            self.statements.append("fetched")
+            return self.cursor.fetchmany(size)
+
+    with pytest.raises(KeyboardInterrupt):
+        written.replace(CutShort(db), "items", items(("r1", "c")))  # type: ignore[arg-type]
+    spy = Spy(db)
+    written.replace(spy, "items", items(("r1", "c"), payload="new"))  # type: ignore[arg-type]
+    assert [s.split()[0] for s in spy.statements] == ["SELECT", "DELETE"], "read again whole, and replaced"

@@ -126,10 +126,10 @@ def test_failed_background_write_loses_nothing(tmp_path: Path, monkeypatch: pyte
     failures = [RuntimeError("disk full")]
     append = Warehouse._append
 
-    def failing(cursor: Any, table: str, rows: list[dict[str, Any]]) -> None:
+    def failing(cursor: Any, table: str, rows: list[dict[str, Any]], **kwargs: str) -> None:
         if in_writer() and failures:
             raise failures.pop()
-        append(cursor, table, rows)
+        append(cursor, table, rows, **kwargs)
 
     monkeypatch.setattr(Warehouse, "_append", staticmethod(failing))
     path = tmp_path / "w.duckdb"
@@ -202,7 +202,7 @@ def test_a_full_disk_is_one_clear_error_the_run_is_recorded_failed_and_nothing_i
         assert committed(warehouse) == 1 and warehouse.run("run-1").status == "failed"
 
 
-def no_space(*_: object) -> None:
+def no_space(*_: object, **__: object) -> None:
     raise duckdb.IOException(f'Could not write file "w.duckdb.wal": {os.strerror(errno.ENOSPC)}')
 
 
@@ -248,8 +248,7 @@ def insert_calls(start: int, n: int) -> str:
 def test_a_log_too_large_to_replay_under_the_memory_limit_is_one_line_and_nothing_is_lost(tmp_path: Path) -> None:
     """A process killed before DuckDB checkpointed leaves its write-ahead log, replayed at the next open. Under a
     cap too small for that (DuckDB says it "failed to pin" a block), a reader's open (and the CLI's) is one line
-    that says to raise the cap; a writer replays it under the same cap (it appends in small row groups), and
-    every row is there."""
+    that says to raise the cap; a writer replays it under the same cap, and every row is there."""
     path = tmp_path / "w.duckdb"
     Warehouse(path).close()
     with duckdb.connect(str(path)) as db:
@@ -508,10 +507,12 @@ def test_an_item_or_verdict_written_again_replaces_the_row_of_its_key(warehouse_
         with duckdb.connect(str(warehouse_path)) as db:
             db.execute("ALTER TABLE items ADD PRIMARY KEY (run_id, item_id)")
             db.execute("ALTER TABLE verdicts ADD PRIMARY KEY (run_id, item_id, stage, judge)")
+            db.execute("ALTER TABLE llm_calls ADD PRIMARY KEY (call_id)")
     human = verdict("select-seed-q1-0", 40).model_copy(update={"judge": "human:ann", "decision": "pass"})
     with Warehouse(warehouse_path) as warehouse:
         warehouse.add_items([item("select", "seed", "q1", text="second")])
         warehouse.add_verdicts([human])
+        warehouse.add_call(call(1))
         warehouse.flush()
         warehouse.add_items([item("select", "seed", "q1", text="third"), item("select", "seed", "q3")])
         warehouse.add_verdicts([human.model_copy(update={"decision": "reject"})])
@@ -520,6 +521,30 @@ def test_an_item_or_verdict_written_again_replaces_the_row_of_its_key(warehouse_
             ("select-seed-q1-0", '{"text": "third"}'), ("select-seed-q2-0", "{}"), ("select-seed-q3-0", "{}"),
             ("select-seed-q1-0", "human:ann", "reject"), ("select-seed-q1-0", "rule:query_length", "reject"),
         ]  # fmt: skip
+
+
+def test_a_batch_interrupted_after_its_commit_is_not_written_twice(
+    warehouse_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Ctrl-C can land after the commit, in the writer's housekeeping: the batch is put back, as for a failed
+    one, and the next write finds its rows in the file instead of adding them again."""
+    with Warehouse(warehouse_path) as warehouse:
+        let_go = warehouse._let_blocks_go
+
+        def interrupted(**kwargs: Any) -> None:
+            monkeypatch.setattr(warehouse, "_let_blocks_go", let_go)
+            raise KeyboardInterrupt
+
+        monkeypatch.setattr(warehouse, "_let_blocks_go", interrupted)
+        warehouse.add_call(call(1))
+        warehouse.add_items([item("select", "seed", "q1")])
+        warehouse.add_verdicts([verdict("select-seed-q1-0", 40)])
+        with pytest.raises(KeyboardInterrupt):
+            warehouse.flush()
+        warehouse.add_call(call(2))
+        warehouse.flush()
+        assert committed(warehouse) == 2
+        assert len(items_and_verdicts(warehouse)) == 2
 
 
 def test_a_shard_absorbed_twice_adds_nothing_the_second_time(tmp_path: Path) -> None:
