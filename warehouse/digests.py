@@ -102,9 +102,8 @@ class WrittenKeys:
         present = [key for key in keys if _digest(key) in self._run(cursor, table, key[0])]
         if not present:
             return
-        data = pa.Table.from_arrays([pa.array([key[i] for key in present], pa.string()) for i in range(len(columns))],
-                                    names=list(columns))  # fmt: skip
-        cursor.register("present", data)
+        arrays = [pa.array([key[i] for key in present], pa.string()) for i in range(len(columns))]
+        cursor.register("present", pa.Table.from_arrays(arrays, names=list(columns)))
         match = " AND ".join(f"t.{c} = p.{c}" for c in columns)
         cursor.execute(f"DELETE FROM {table} t USING present p WHERE {match}")
         cursor.unregister("present")

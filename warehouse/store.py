@@ -594,17 +594,18 @@ class Warehouse:
         self._writing = self._writer.submit(self._write, self._writing_rows)
 
     def _write(self, batch: dict[str, list[dict[str, Any]]]) -> None:
+        """One transaction. Whatever raises, before the commit or after it, the caller puts the batch back
+        (``_put_back``), which has the next write check what the file holds."""
         retrying = self._retrying
         with self._statement() as cursor:
-            cursor.execute("BEGIN")
             try:
+                cursor.execute("BEGIN")
                 for table, rows in batch.items():
                     if table in _REPLACED:
                         self._written.replace(cursor, table, rows)
                         self._append(cursor, table, rows)
                     else:  # calls put back may have been committed (an interrupt after the commit)
-                        unless = f"WHERE {_absent(table, 'incoming')}" if retrying else ""
-                        self._append(cursor, table, rows, unless=unless)
+                        self._append(cursor, table, rows, new_only=retrying)
                 cursor.execute("COMMIT")
             except BaseException as exc:
                 # a COMMIT that failed has rolled back; one that ran out of memory may have invalidated the database
@@ -664,29 +665,30 @@ class Warehouse:
         answers, journal lines) before its error is raised, so nothing is lost and a later flush retries."""
         assert self._writing is not None
         error = self._writing.exception()
-        batch, answers = self._writing_rows, self._writing_answers
-        self._writing, self._writing_rows, self._writing_answers = None, {}, {}
         if error is None:
             self._sealed_path.unlink(missing_ok=True)
+            self._writing, self._writing_rows, self._writing_answers = None, {}, {}
             return
-        self._put_back(batch, answers)
+        # put back before the batch is let go: an interrupt in between then leaves it to be put back again
+        self._put_back(self._writing_rows, self._writing_answers)
         if self._journal is not None and self._sealed_path.exists():
             self._journal.write(self._sealed_path.read_bytes())
             self._sealed_path.unlink()
+        self._writing, self._writing_rows, self._writing_answers = None, {}, {}
         raise error
 
     def _put_back(self, batch: dict[str, list[dict[str, Any]]], answers: dict[str, dict[str, Any]]) -> None:
         """A batch whose write raised, back in the buffers under the rows buffered since. It may have been
         committed before it raised (an interrupt after the commit), so the next write reads which rows the file
         holds instead of trusting what it knew."""
+        self._written.forget()
+        self._retrying = True
         for table, rows in batch.items():
             buffer = self._buffers[table]
             for row in rows:
                 buffer.setdefault(tuple(row[k] for k in _KEYS[table]), row)
         for key, row in answers.items():
             self._buffered_answers.setdefault(key, row)
-        self._written.forget()
-        self._retrying = True
 
     def flush(self) -> None:
         """Write every buffered row in one transaction, then empty the journal (after the background
@@ -698,10 +700,11 @@ class Warehouse:
             if not any(self._buffers.values()):
                 return
             batch = {table: list(buffer.values()) for table, buffer in self._buffers.items() if buffer}
-            answers, self._buffered_answers = self._buffered_answers, {}
-            for buffer in self._buffers.values():
-                buffer.clear()
-            try:
+            answers = self._buffered_answers
+            try:  # the buffers emptied inside: an interrupt as they are emptied puts back what they held
+                self._buffered_answers = {}
+                for buffer in self._buffers.values():
+                    buffer.clear()
                 self._write(batch)
             except BaseException:
                 self._put_back(batch, answers)
@@ -724,10 +727,13 @@ class Warehouse:
             wait([writing])
 
     @staticmethod
-    def _append(cursor: duckdb.DuckDBPyConnection, table: str, rows: list[dict[str, Any]], *, unless: str = "") -> None:
-        """Rows added to ``table``: all of them, or those a ``WHERE`` clause on ``incoming`` (``unless``) keeps."""
+    def _append(
+        cursor: duckdb.DuckDBPyConnection, table: str, rows: list[dict[str, Any]], *, new_only: bool = False
+    ) -> None:
+        """Rows added to ``table``: all of them, or with ``new_only`` those whose key it does not hold."""
         columns = ", ".join(_ARROW[table].names)
-        statement = f"INSERT INTO {table} ({columns}) SELECT {columns} FROM incoming {unless}"
+        absent = f"WHERE {_absent(table, 'incoming')}" if new_only else ""
+        statement = f"INSERT INTO {table} ({columns}) SELECT {columns} FROM incoming {absent}"
         _insert(cursor, statement, _arrow(rows, _ARROW[table]))
 
     def _open_journal(self) -> BinaryIO:
@@ -752,8 +758,7 @@ class Warehouse:
                 kept.write(b"".join(line + b"\n" for line in unreadable))
         if rows:  # a call of a batch committed before the kill is in the file already
             unique = {row["call_id"]: row for row in rows}
-            unless = f"WHERE {_absent('llm_calls', 'incoming')}"
-            self._append(self._db, "llm_calls", list(unique.values()), unless=unless)
+            self._append(self._db, "llm_calls", list(unique.values()), new_only=True)
         for path in paths:
             path.unlink()
 
@@ -939,15 +944,16 @@ class Warehouse:
 
     def clear_stage(self, run_id: str, stage: str) -> None:
         """Forget what a stage wrote for a run: rerunning it rebuilds everything from the cache."""
-        self.flush()
-        with self._lock, self._statement() as cursor:
+        with self._lock:
+            self.flush()  # under the lock: no batch is written behind as the run's keys are forgotten
             self._written.forget(run_id)
-            cursor.execute("DELETE FROM items WHERE run_id = ? AND stage = ?", [run_id, stage])
-            # people's verdicts (`human`, `human:<reviewer>`) are no stage's output: a rerun keeps them
-            cursor.execute(
-                "DELETE FROM verdicts WHERE run_id = ? AND stage = ? AND judge NOT LIKE 'human%'", [run_id, stage]
-            )
-            cursor.execute("DELETE FROM stage_counts WHERE run_id = ? AND stage = ?", [run_id, stage])
+            with self._statement() as cursor:
+                cursor.execute("DELETE FROM items WHERE run_id = ? AND stage = ?", [run_id, stage])
+                # people's verdicts (`human`, `human:<reviewer>`) are no stage's output: a rerun keeps them
+                cursor.execute(
+                    "DELETE FROM verdicts WHERE run_id = ? AND stage = ? AND judge NOT LIKE 'human%'", [run_id, stage]
+                )
+                cursor.execute("DELETE FROM stage_counts WHERE run_id = ? AND stage = ?", [run_id, stage])
 
     def record_stage(self, run_id: str, ord_: int, counts: StageCounts) -> None:
         self.flush()

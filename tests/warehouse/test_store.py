@@ -126,7 +126,7 @@ def test_failed_background_write_loses_nothing(tmp_path: Path, monkeypatch: pyte
     failures = [RuntimeError("disk full")]
     append = Warehouse._append
 
-    def failing(cursor: Any, table: str, rows: list[dict[str, Any]], **kwargs: str) -> None:
+    def failing(cursor: Any, table: str, rows: list[dict[str, Any]], **kwargs: bool) -> None:
         if in_writer() and failures:
             raise failures.pop()
         append(cursor, table, rows, **kwargs)
@@ -523,19 +523,22 @@ def test_an_item_or_verdict_written_again_replaces_the_row_of_its_key(warehouse_
         ]  # fmt: skip
 
 
+@pytest.mark.parametrize("where", ["_let_blocks_go", "_written.add"])
 def test_a_batch_interrupted_after_its_commit_is_not_written_twice(
-    warehouse_path: Path, monkeypatch: pytest.MonkeyPatch
+    warehouse_path: Path, monkeypatch: pytest.MonkeyPatch, where: str
 ) -> None:
-    """Ctrl-C can land after the commit, in the writer's housekeeping: the batch is put back, as for a failed
-    one, and the next write finds its rows in the file instead of adding them again."""
+    """Ctrl-C can land after a flush's commit, as the writer tidies up or notes the keys it wrote: the batch is
+    put back, as a failed one is, and the next write finds its rows in the file instead of adding them again."""
     with Warehouse(warehouse_path) as warehouse:
-        let_go = warehouse._let_blocks_go
+        owner = warehouse._written if where == "_written.add" else warehouse
+        name = where.rsplit(".", 1)[-1]
+        original = getattr(owner, name)
 
-        def interrupted(**kwargs: Any) -> None:
-            monkeypatch.setattr(warehouse, "_let_blocks_go", let_go)
+        def interrupted(*args: Any, **kwargs: Any) -> None:
+            monkeypatch.setattr(owner, name, original)
             raise KeyboardInterrupt
 
-        monkeypatch.setattr(warehouse, "_let_blocks_go", interrupted)
+        monkeypatch.setattr(owner, name, interrupted)
         warehouse.add_call(call(1))
         warehouse.add_items([item("select", "seed", "q1")])
         warehouse.add_verdicts([verdict("select-seed-q1-0", 40)])
@@ -544,6 +547,31 @@ def test_a_batch_interrupted_after_its_commit_is_not_written_twice(
         warehouse.add_call(call(2))
         warehouse.flush()
         assert committed(warehouse) == 2
+        assert len(items_and_verdicts(warehouse)) == 2
+
+
+def test_a_background_batch_that_fails_after_its_commit_is_not_written_twice(
+    warehouse_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(store, "FLUSH_ROWS", 3)
+    with Warehouse(warehouse_path) as warehouse:
+        let_go = warehouse._let_blocks_go
+
+        def failing(**kwargs: Any) -> None:
+            if in_writer():
+                monkeypatch.setattr(warehouse, "_let_blocks_go", let_go)
+                raise RuntimeError("after the commit")
+
+        monkeypatch.setattr(warehouse, "_let_blocks_go", failing)
+        warehouse.add_items([item("select", "seed", "q1")])
+        warehouse.add_verdicts([verdict("select-seed-q1-0", 40)])
+        warehouse.add_call(call(1))  # the third row: written behind
+        assert warehouse._writing is not None
+        warehouse._writing.exception(timeout=10)
+        with pytest.raises(RuntimeError, match="after the commit"):
+            warehouse.flush()
+        warehouse.flush()
+        assert committed(warehouse) == 1
         assert len(items_and_verdicts(warehouse)) == 2
 
 
