@@ -16,7 +16,6 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import duckdb
-import pyarrow as pa
 
 # Digests added since the sorted ones were made are held in a set (about 60 bytes each) before joining them (8):
 # this many, or a sixteenth of the sorted ones if more, since a merge copies them all.
@@ -94,28 +93,26 @@ class WrittenKeys:
         self._keys = keys
         self._runs: dict[tuple[str, str], Digests] = {}
 
-    def replace(self, cursor: duckdb.DuckDBPyConnection, table: str, rows: Sequence[Mapping[str, Any]]) -> None:
-        """Delete the rows of ``table`` that ``rows`` (about to be inserted) replace, in the caller's
-        transaction."""
+    def present(
+        self, cursor: duckdb.DuckDBPyConnection, table: str, rows: Sequence[Mapping[str, Any]]
+    ) -> tuple[list[Mapping[str, Any]], dict[str, set[int]]]:
+        """The rows whose key ``table`` may hold already (the caller deletes those before it inserts), and every
+        row's digest by run, for ``add`` once they are committed: each digest is made once."""
         columns = self._keys[table]
-        keys = [tuple(row[c] for c in columns) for row in rows]
-        present = [key for key in keys if _digest(key) in self._run(cursor, table, key[0])]
-        if not present:
-            return
-        arrays = [pa.array([key[i] for key in present], pa.string()) for i in range(len(columns))]
-        cursor.register("present", pa.Table.from_arrays(arrays, names=list(columns)))
-        match = " AND ".join(f"t.{c} = p.{c}" for c in columns)
-        cursor.execute(f"DELETE FROM {table} t USING present p WHERE {match}")
-        cursor.unregister("present")
-
-    def add(self, table: str, rows: Iterable[Mapping[str, Any]]) -> None:
-        """Keys committed to ``table``; a run not read yet is read whole at its next write instead."""
-        columns = self._keys[table]
-        added: dict[str, set[int]] = {}
+        present: list[Mapping[str, Any]] = []
+        made: dict[str, set[int]] = {}
         for row in rows:
             key = tuple(row[c] for c in columns)
-            added.setdefault(key[0], set()).add(_digest(key))
-        for run_id, digests in added.items():
+            digest = _digest(key)
+            if digest in self._run(cursor, table, key[0]):
+                present.append(row)
+            made.setdefault(key[0], set()).add(digest)
+        return present, made
+
+    def add(self, table: str, made: Mapping[str, set[int]]) -> None:
+        """The digests ``present`` made, once their rows are committed; a run not read yet is read whole at its
+        next write instead."""
+        for run_id, digests in made.items():
             if (held := self._runs.get((table, run_id))) is not None:
                 held.add(d for d in digests if d not in held)  # a key replaced is held once
 

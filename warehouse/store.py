@@ -169,10 +169,14 @@ _REPLACED = {"items": ("run_id", "item_id"), "verdicts": ("run_id", "item_id", "
 _KEYS = {**_REPLACED, "llm_calls": ("call_id",)}
 
 
+def _same_key(table: str, source: str) -> str:
+    """The condition that the row ``t`` of ``table`` has the key of the row ``source`` names."""
+    return " AND ".join(f"t.{c} = {source}.{c}" for c in _KEYS[table])
+
+
 def _absent(table: str, source: str) -> str:
     """The condition that the row ``source`` names has no row of its key in ``table`` yet."""
-    match = " AND ".join(f"t.{c} = {source}.{c}" for c in _KEYS[table])
-    return f"NOT EXISTS (SELECT 1 FROM {table} t WHERE {match})"
+    return f"NOT EXISTS (SELECT 1 FROM {table} t WHERE {_same_key(table, source)})"
 
 
 def _out_of_space(exc: BaseException) -> bool:
@@ -597,12 +601,18 @@ class Warehouse:
         """One transaction. Whatever raises, before the commit or after it, the caller puts the batch back
         (``_put_back``), which has the next write check what the file holds."""
         retrying = self._retrying
+        made: dict[str, dict[str, set[int]]] = {}  # the digests of the rows replaced by key, noted once committed
         with self._statement() as cursor:
             try:
                 cursor.execute("BEGIN")
                 for table, rows in batch.items():
                     if table in _REPLACED:
-                        self._written.replace(cursor, table, rows)
+                        present, made[table] = self._written.present(cursor, table, rows)
+                        if present:
+                            keys = _arrow(present, pa.schema(_strings(*_KEYS[table])))
+                            _insert(
+                                cursor, f"DELETE FROM {table} t USING incoming p WHERE {_same_key(table, 'p')}", keys
+                            )
                         self._append(cursor, table, rows)
                     else:  # calls put back may have been committed (an interrupt after the commit)
                         self._append(cursor, table, rows, new_only=retrying)
@@ -617,9 +627,8 @@ class Warehouse:
                     raise self._explained(exc) from exc
                 raise
         self._retrying = False
-        for table, rows in batch.items():
-            if table in _REPLACED:
-                self._written.add(table, rows)
+        for table, digests in made.items():
+            self._written.add(table, digests)
         # housekeeping once the batch is committed: an error in it must not put the batch back (a database
         # that is really broken fails the next statement), and the next commit tries again
         with contextlib.suppress(duckdb.Error):
