@@ -360,6 +360,27 @@ def test_a_writer_appends_in_small_row_groups_and_spills_beside_the_file(tmp_pat
         assert committed(warehouse) == 3 * store.ROW_GROUP_ROWS
 
 
+DECAY = """import ctypes, glob, os
+import ifsynth.flows.cli.app  # the command's imports, which load DuckDB
+import duckdb
+module = glob.glob(os.path.join(os.path.dirname(duckdb.__file__), "..", "_duckdb*.so"))[0]
+jemalloc = ctypes.CDLL(module)
+value, size = ctypes.c_ssize_t(), ctypes.c_size_t(ctypes.sizeof(ctypes.c_ssize_t))
+assert jemalloc.duckdb_je_mallctl(b"arenas.dirty_decay_ms", ctypes.byref(value), ctypes.byref(size), None, 0) == 0
+print(value.value)"""
+
+
+@pytest.mark.parametrize(("own", "decay"), [(None, 0), ("dirty_decay_ms:250", 250)])
+def test_duckdbs_allocator_hands_freed_pages_back_at_once_unless_the_user_says(own: str | None, decay: int) -> None:
+    """DuckDB's jemalloc reads its settings as DuckDB loads: the command's imports set them first, and a user's
+    own ``DUCKDB_JE_MALLOC_CONF`` is left as it is."""
+    env = {k: v for k, v in os.environ.items() if k != "DUCKDB_JE_MALLOC_CONF"}  # this process set it already
+    if own is not None:
+        env["DUCKDB_JE_MALLOC_CONF"] = own
+    proc = subprocess.run([sys.executable, "-c", DECAY], env=env, capture_output=True, text=True, check=True)
+    assert int(proc.stdout) == decay
+
+
 def kept_blocks(warehouse: Warehouse) -> int:
     sql = "SELECT sum(memory_usage_bytes) AS b FROM duckdb_memory() WHERE tag = 'BASE_TABLE'"
     return int(query(warehouse, sql)[0]["b"])
