@@ -13,63 +13,117 @@ import re
 from array import array
 from bisect import bisect_left
 from collections.abc import Iterable, Mapping, Sequence
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import duckdb
 
-# Digests added since the sorted ones were made are held in a set (about 60 bytes each) before joining them (8):
-# this many, or a sixteenth of the sorted ones if more, since a merge copies them all.
+# Digests added since the sorted ones were made are held in a dict (about 100 bytes each) before joining them (8
+# bytes, 16 with a time): this many, or a sixteenth of the sorted ones if more, since a merge copies them all.
 MERGE = 4096
 # A run's keys are read this many at a time.
 READ_ROWS = 10_000
 
 _HEX = re.compile("[0-9a-fA-F]+")
+_EPOCH = datetime(1970, 1, 1)
+_EPOCH_UTC = _EPOCH.replace(tzinfo=UTC)
 
 
 class Digests:
-    """64-bit digests, sorted, with those added since merged in a few thousand at a time."""
+    """64-bit digests, sorted, with those added since merged in a few thousand at a time. A set made with
+    ``times`` holds beside each digest the earliest time noted with it (``add_timed``, ``earliest``)."""
 
-    def __init__(self, ordered: array[int] | None = None) -> None:
+    def __init__(self, ordered: array[int] | None = None, times: array[int] | None = None) -> None:
         self.ordered = array("Q") if ordered is None else ordered
-        self._since: set[int] = set()
+        self.times = times  # beside ``ordered``, or None: a set without times
+        self._since: dict[int, int] = {}
 
     def add(self, digests: Iterable[int]) -> None:
-        self._since.update(digests)
+        self.add_timed((digest, 0) for digest in digests)
+
+    def add_timed(self, stamped: Iterable[tuple[int, int]]) -> None:
+        """Digests, each with a time (a set without times ignores them)."""
+        for digest, time in stamped:
+            if (held := self._since.get(digest)) is None or time < held:
+                self._since[digest] = time
         if len(self._since) >= max(MERGE, len(self.ordered) // 16):
-            self.ordered = array("Q", heapq.merge(self.ordered, sorted(self._since)))
-            self._since.clear()
+            self._merge()
+
+    def _merge(self) -> None:
+        added = sorted(self._since.items())
+        self._since.clear()
+        if self.times is None:
+            self.ordered = array("Q", heapq.merge(self.ordered, (digest for digest, _ in added)))
+            return
+        ordered, times = array("Q"), array("q")
+        # a digest held twice is held first with its earliest time, which is the one ``earliest`` finds
+        for digest, time in heapq.merge(zip(self.ordered, self.times, strict=True), added):
+            ordered.append(digest)
+            times.append(time)
+        self.ordered, self.times = ordered, times
 
     def __contains__(self, digest: int) -> bool:
         at = bisect_left(self.ordered, digest)
         return (at < len(self.ordered) and self.ordered[at] == digest) or digest in self._since
 
+    def earliest(self, digest: int) -> int | None:
+        """The earliest time noted with ``digest`` (0 in a set without times), or None if it is not there."""
+        found = self._since.get(digest)
+        at = bisect_left(self.ordered, digest)
+        if at < len(self.ordered) and self.ordered[at] == digest:
+            first = 0 if self.times is None else self.times[at]
+            found = first if found is None else min(found, first)
+        return found
+
 
 class AnsweredKeys:
     """Which request keys the file may hold an answer for: the first 64 bits of each (a key is a SHA-256 in
-    hex), with those of the keys answered since.
+    hex), with those of the keys answered since; and with each, when the first answer under it was written.
 
-    A cache lookup is a query over every call in the file, whatever the number of keys, so one for requests
+    A cache lookup is a query over the calls in the file, whatever the number of keys, so one for requests
     never answered (a new run's) costs as much as one that finds them; asked only for the keys that may be
-    there, a new run makes almost no lookups. A key that is not hex may always be there. As whole keys, the
-    keys answered since the file was read were 10 MB of a 20,000-seed run's memory, growing with its calls."""
+    there, a new run makes almost no lookups. A lookup reads only the calls written since the earliest answer
+    of its keys: calls are appended as they are answered, so DuckDB skips the row groups written before
+    (their range of times is kept with them). Without that bound, each request a run repeats scanned every
+    call in the file, a scan that grew with the run: 425 of them in a 20,000-seed run of synthetic seeds.
+    A key that is not hex may always be there, written at any time. As whole keys, the keys answered since the
+    file was read were 10 MB of a 20,000-seed run's memory, growing with its calls; as prefixes and times
+    they are 16 bytes a call."""
 
-    def __init__(self, prefixes: array[int]) -> None:
-        self.prefixes = Digests(prefixes)
+    def __init__(self, prefixes: array[int], times: array[int]) -> None:
+        self.prefixes = Digests(prefixes, times)
 
     @classmethod
     def read(cls, cursor: duckdb.DuckDBPyConnection) -> AnsweredKeys:
         rows = cursor.execute(
-            "SELECT DISTINCT TRY_CAST('0x' || key[1:16] AS UBIGINT) AS prefix FROM llm_calls "
-            "WHERE error IS NULL ORDER BY prefix"
+            "SELECT TRY_CAST('0x' || key[1:16] AS UBIGINT) AS prefix, min(epoch_us(created_at)) FROM llm_calls "
+            "WHERE error IS NULL GROUP BY prefix HAVING prefix IS NOT NULL ORDER BY prefix"
         ).fetchall()
-        return cls(array("Q", (prefix for (prefix,) in rows if prefix is not None)))
+        return cls(array("Q", (prefix for prefix, _ in rows)), array("q", (time for _, time in rows)))
 
-    def add(self, keys: Iterable[str]) -> None:
-        self.prefixes.add(prefix for key in keys if (prefix := _prefix(key)) is not None)
+    def add(self, answers: Iterable[tuple[str, datetime]]) -> None:
+        """Keys answered since, each with its answer's ``created_at``."""
+        self.prefixes.add_timed((prefix, _micros(at)) for key, at in answers if (prefix := _prefix(key)) is not None)
 
-    def may_hold(self, key: str) -> bool:
-        prefix = _prefix(key)
-        return prefix is None or prefix in self.prefixes
+    def held(self, keys: Iterable[str]) -> tuple[list[str], datetime | None]:
+        """The keys the file may answer, and the time from which their answers were written: None when one of
+        them is not hex (or none may be there)."""
+        held: list[str] = []
+        bounds: list[int] = []
+        for key in keys:
+            if (prefix := _prefix(key)) is None:
+                held.append(key)
+            elif (first := self.prefixes.earliest(prefix)) is not None:
+                held.append(key)
+                bounds.append(first)
+        if not held or len(bounds) < len(held):
+            return held, None
+        return held, _EPOCH + timedelta(microseconds=min(bounds))
+
+
+def _micros(at: datetime) -> int:
+    """Microseconds since 1970, as DuckDB's ``epoch_us`` counts a TIMESTAMP (an aware time as its UTC)."""
+    return (at - (_EPOCH_UTC if at.tzinfo is not None else _EPOCH)) // timedelta(microseconds=1)
 
 
 def _prefix(key: str) -> int | None:

@@ -557,7 +557,7 @@ class Warehouse:
             if call.error is None:
                 self._buffered_answers.setdefault(call.key, row)
                 if self._answered is not None:
-                    self._answered.add([call.key])
+                    self._answered.add([(call.key, call.created_at)])
 
     def add_items(self, items: Sequence[ItemRecord]) -> None:
         with self._lock:
@@ -788,13 +788,16 @@ class Warehouse:
                 if self._answered is None:  # the file's answers, and those still on their way to it
                     with self._statement() as cursor:
                         self._answered = AnsweredKeys.read(cursor)
-                    self._answered.add(chain(self._buffered_answers, self._writing_answers))
-                missing = [k for k in missing if self._answered.may_hold(k)]
+                    answers = chain(self._buffered_answers.items(), self._writing_answers.items())
+                    self._answered.add((key, row["created_at"]) for key, row in answers)
+                missing, since = self._answered.held(missing)
         if missing:
+            # only the calls written since the first answer to any of these keys: DuckDB skips the row groups before
+            bounded = "" if since is None else " AND created_at >= ?"
             rows = self._sql(
                 f"SELECT {', '.join(ANSWER_COLUMNS)} FROM llm_calls "
-                "WHERE error IS NULL AND key IN (SELECT unnest(?::VARCHAR[])) ORDER BY created_at",
-                [missing],
+                f"WHERE error IS NULL AND key IN (SELECT unnest(?::VARCHAR[])){bounded} ORDER BY created_at",
+                [missing] if since is None else [missing, since],
             )
             for row in rows:  # the first answer to a key is its answer
                 found.setdefault(row["key"], row)

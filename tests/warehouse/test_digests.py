@@ -4,6 +4,7 @@ a write replaces by key without a primary key's index."""
 from __future__ import annotations
 
 from array import array
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import duckdb
@@ -18,14 +19,36 @@ def test_keys_answered_during_a_run_are_kept_as_sorted_prefixes(monkeypatch: pyt
     """Eight bytes a key once merged, not a string each: a long run's answers would grow its memory."""
     monkeypatch.setattr(digests, "MERGE", 3)
     keys = [f"{n * 7919:016x}{n:048x}" for n in range(1, 11)]
-    answered = AnsweredKeys(array("Q", [1 * 7919]))  # the file answered the first key
+    at = datetime(2026, 1, 1)
+    answered = AnsweredKeys(array("Q", [1 * 7919]), array("q", [0]))  # the file answered the first key
     for key in keys[1:]:
-        answered.add([key, "not-hex", f"-{key[1:]}", f" {key[1:]}"])  # int() would take a sign or a space
+        answered.add((k, at) for k in [key, "not-hex", f"-{key[1:]}", f" {key[1:]}"])  # int() takes a sign, a space
     ordered = answered.prefixes.ordered
     assert len(ordered) >= 9 and list(ordered) == sorted(ordered)
-    assert all(answered.may_hold(key) for key in keys) and answered.may_hold("not-hex")
-    assert answered.may_hold(f"-{keys[0][1:]}"), "not hex: it may always be there"
-    assert not any(answered.may_hold(f"{n * 7919 + 1:016x}{n:048x}") for n in range(1, 11))
+    assert answered.held(keys)[0] == keys and answered.held(["not-hex"])[0] == ["not-hex"]
+    assert answered.held([f"-{keys[0][1:]}"])[0] == [f"-{keys[0][1:]}"], "not hex: it may always be there"
+    assert answered.held(f"{n * 7919 + 1:016x}{n:048x}" for n in range(1, 11)) == ([], None)
+
+
+def test_a_lookup_is_bounded_by_the_earliest_answer_of_its_keys(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each prefix keeps the time of its first answer, before and after the merge, whichever order they came in;
+    a key that is not hex may have been answered at any time, so it leaves the lookup unbounded."""
+    monkeypatch.setattr(digests, "MERGE", 4)
+    start = datetime(2026, 1, 1, 12)
+    key = {n: f"{n:016x}" + "0" * 48 for n in range(1, 9)}
+    answered = AnsweredKeys(array("Q", [1, 2]), array("q", [0, 10]))  # as read from the file
+    assert answered.held([key[2]]) == ([key[2]], datetime(1970, 1, 1) + timedelta(microseconds=10))
+    answered.add([(key[3], start + timedelta(seconds=5)), (key[3], start + timedelta(seconds=1))])
+    assert answered.held([key[3], key[7]]) == ([key[3]], start + timedelta(seconds=1))
+    answered.add([(key[4], start), (key[5], start), (key[6], start)])  # merged now
+    assert answered.prefixes.times is not None and len(answered.prefixes.ordered) == 6
+    answered.add([(key[3], start + timedelta(seconds=9)), (key[3], start - timedelta(seconds=2))])
+    assert answered.held([key[3]]) == ([key[3]], start - timedelta(seconds=2))
+    assert answered.held([key[3], key[4]]) == ([key[3], key[4]], start - timedelta(seconds=2))
+    assert answered.held([key[3], "not-hex"]) == ([key[3], "not-hex"], None)
+    aware = start.replace(tzinfo=UTC) + timedelta(hours=1)  # counted as its UTC, as DuckDB stores it
+    answered.add([(key[8], aware)])
+    assert answered.held([key[8]])[1] == start + timedelta(hours=1)
 
 
 def test_digests_added_since_are_found_before_and_after_they_are_merged(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -34,7 +57,7 @@ def test_digests_added_since_are_found_before_and_after_they_are_merged(monkeypa
     held.add([7, 2**64 - 1])
     assert list(held.ordered) == [5, 9] and 7 in held and 2**64 - 1 in held
     held.add([1, 3])
-    assert list(held.ordered) == [1, 3, 5, 7, 9, 2**64 - 1]
+    assert list(held.ordered) == [1, 3, 5, 7, 9, 2**64 - 1] and held.times is None
     assert all(n in held for n in (1, 3, 5, 7, 9, 2**64 - 1)) and not any(n in held for n in (0, 4, 8, 10))
 
 

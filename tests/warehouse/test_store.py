@@ -4,12 +4,13 @@ still served, a failed batch put back whole, and both journals replayed after a 
 from __future__ import annotations
 
 import errno
+import hashlib
 import json
 import os
 import subprocess
 import sys
 import threading
-from datetime import datetime
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -451,6 +452,45 @@ def test_a_cache_lookup_reads_the_answers_not_the_requests(tmp_path: Path) -> No
         assert query(warehouse, read)[0]["n"] == 20_000 and kept_blocks(warehouse) > 12 << 20  # what it did not read
         warehouse.add_call(call(20_000))
         assert set(warehouse.cached(["key-20000"])["key-20000"]) == set(store.ANSWER_COLUMNS), "buffered alike"
+
+
+def test_a_lookup_reads_only_the_calls_written_since_the_first_answer_of_its_keys(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Calls are appended as they are answered, and DuckDB skips the row groups whose times all come before a
+    bound: a request a run repeats reads the calls written since its first answer, not the whole file (a
+    20,000-seed run repeated 425, each a scan of every call). The first answer stays the answer."""
+    monkeypatch.setattr(store, "ROW_GROUP_ROWS", 2048)  # ten row groups
+    path, start = tmp_path / "w.duckdb", datetime(2026, 1, 1)
+
+    def key(i: int) -> str:  # as random as a request's SHA-256: the keys' own ranges skip nothing
+        return hashlib.sha256(str(i).encode()).hexdigest()
+
+    def answer(i: int, at: datetime, response: str) -> CallRecord:
+        return call(i).model_copy(update={"key": key(i), "call_id": f"{i}-{at}", "created_at": at,
+                                          "response": response})  # fmt: skip
+
+    def looked_up(keys: list[str]) -> tuple[dict[str, str], int]:
+        """The answers, and the table blocks the lookup read."""
+        warehouse._let_blocks_go()
+        before = kept_blocks(warehouse)
+        found = warehouse.cached(keys)
+        return {k: row["response"] for k, row in found.items()}, kept_blocks(warehouse) - before
+
+    with Warehouse(path) as warehouse:
+        for i in range(20_000):
+            warehouse.add_call(answer(i, start + timedelta(seconds=i), f"{i:06d}" * 50))
+    with Warehouse(path) as warehouse:
+        late = start + timedelta(days=1)
+        warehouse.add_call(answer(20_000, late, "first"))
+        warehouse.add_call(answer(20_000, late + timedelta(seconds=1), "second"))
+        warehouse.flush()
+        assert warehouse.cached([key(-1)]) == {}  # the file's answered keys read (every call's), nothing looked up
+        found, recent = looked_up([key(20_000)])
+        assert found == {key(20_000): "first"}
+        found, everything = looked_up([key(3), key(20_000)])  # one answered long before: read from then on
+        assert found == {key(3): "000003" * 50, key(20_000): "first"}
+        assert recent * 2 < everything
 
 
 def test_the_blocks_are_let_go_only_with_no_other_statement_under_way() -> None:
