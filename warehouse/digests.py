@@ -2,13 +2,14 @@
 a query that would otherwise read every key in it.
 
 A digest set may say a key is there when it is not (two keys with one digest, a row deleted since), never the
-reverse: a false yes costs the query it was meant to spare, nothing else.
+reverse: a false yes costs the query it was meant to spare, nothing else. A time held with a digest may be
+earlier than its key's (another key's, of the same digest), never later: a lookup bounded by it reads more
+than it needs, never less.
 """
 
 from __future__ import annotations
 
 import hashlib
-import heapq
 import re
 from array import array
 from bisect import bisect_left
@@ -39,40 +40,47 @@ class Digests:
         self._since: dict[int, int] = {}
 
     def add(self, digests: Iterable[int]) -> None:
-        self.add_timed((digest, 0) for digest in digests)
+        self._since.update(dict.fromkeys(digests, 0))
+        self._merge_if_due()
 
     def add_timed(self, stamped: Iterable[tuple[int, int]]) -> None:
-        """Digests, each with a time (a set without times ignores them)."""
+        """Digests, each with a time."""
         for digest, time in stamped:
             if (held := self._since.get(digest)) is None or time < held:
                 self._since[digest] = time
-        if len(self._since) >= max(MERGE, len(self.ordered) // 16):
-            self._merge()
+        self._merge_if_due()
 
-    def _merge(self) -> None:
-        added = sorted(self._since.items())
-        self._since.clear()
-        if self.times is None:
-            self.ordered = array("Q", heapq.merge(self.ordered, (digest for digest, _ in added)))
+    def _merge_if_due(self) -> None:
+        if len(self._since) < max(MERGE, len(self.ordered) // 16):
             return
-        ordered, times = array("Q"), array("q")
-        # a digest held twice is held first with its earliest time, which is the one ``earliest`` finds
-        for digest, time in heapq.merge(zip(self.ordered, self.times, strict=True), added):
+        ordered, times = array("Q"), None if self.times is None else array("q")
+        at = 0
+        for digest, time in sorted(self._since.items()):  # the sorted ones copied a slice at a time between them
+            place = bisect_left(self.ordered, digest, at)
+            ordered.extend(self.ordered[at:place])
+            held = place < len(self.ordered) and self.ordered[place] == digest
+            if times is not None and self.times is not None:
+                times.extend(self.times[at:place])
+                times.append(min(time, self.times[place]) if held else time)
             ordered.append(digest)
-            times.append(time)
+            at = place + 1 if held else place  # a digest held already is held once
+        ordered.extend(self.ordered[at:])
+        if times is not None and self.times is not None:
+            times.extend(self.times[at:])
         self.ordered, self.times = ordered, times
+        self._since.clear()
 
     def __contains__(self, digest: int) -> bool:
         at = bisect_left(self.ordered, digest)
         return (at < len(self.ordered) and self.ordered[at] == digest) or digest in self._since
 
     def earliest(self, digest: int) -> int | None:
-        """The earliest time noted with ``digest`` (0 in a set without times), or None if it is not there."""
+        """The earliest time noted with ``digest`` in a set with times, or None if it is not there."""
+        assert self.times is not None, "a set without times"
         found = self._since.get(digest)
         at = bisect_left(self.ordered, digest)
         if at < len(self.ordered) and self.ordered[at] == digest:
-            first = 0 if self.times is None else self.times[at]
-            found = first if found is None else min(found, first)
+            found = self.times[at] if found is None else min(found, self.times[at])
         return found
 
 
@@ -95,11 +103,15 @@ class AnsweredKeys:
 
     @classmethod
     def read(cls, cursor: duckdb.DuckDBPyConnection) -> AnsweredKeys:
-        rows = cursor.execute(
+        cursor.execute(
             "SELECT TRY_CAST('0x' || key[1:16] AS UBIGINT) AS prefix, min(epoch_us(created_at)) FROM llm_calls "
             "WHERE error IS NULL GROUP BY prefix HAVING prefix IS NOT NULL ORDER BY prefix"
-        ).fetchall()
-        return cls(array("Q", (prefix for prefix, _ in rows)), array("q", (time for _, time in rows)))
+        )
+        prefixes, times = array("Q"), array("q")
+        while rows := cursor.fetchmany(READ_ROWS):  # as rows of Python ints, a large file's would be 130 B each
+            prefixes.extend(prefix for prefix, _ in rows)
+            times.extend(time for _, time in rows)
+        return cls(prefixes, times)
 
     def add(self, answers: Iterable[tuple[str, datetime]]) -> None:
         """Keys answered since, each with its answer's ``created_at``."""

@@ -788,8 +788,9 @@ class Warehouse:
                 if self._answered is None:  # the file's answers, and those still on their way to it
                     with self._statement() as cursor:
                         self._answered = AnsweredKeys.read(cursor)
-                    answers = chain(self._buffered_answers.items(), self._writing_answers.items())
-                    self._answered.add((key, row["created_at"]) for key, row in answers)
+                    # every answer still on its way, not only each key's first: the earliest time is the bound
+                    calls = chain(self._buffers["llm_calls"].values(), self._writing_rows.get("llm_calls", []))
+                    self._answered.add((row["key"], row["created_at"]) for row in calls if row["error"] is None)
                 missing, since = self._answered.held(missing)
         if missing:
             # only the calls written since the first answer to any of these keys: DuckDB skips the row groups before

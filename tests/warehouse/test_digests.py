@@ -44,7 +44,12 @@ def test_a_lookup_is_bounded_by_the_earliest_answer_of_its_keys(monkeypatch: pyt
     assert answered.prefixes.times is not None and len(answered.prefixes.ordered) == 6
     answered.add([(key[3], start + timedelta(seconds=9)), (key[3], start - timedelta(seconds=2))])
     assert answered.held([key[3]]) == ([key[3]], start - timedelta(seconds=2))
-    assert answered.held([key[3], key[4]]) == ([key[3], key[4]], start - timedelta(seconds=2))
+    answered.add([(key[2], start), (key[4], start - timedelta(days=1)), (key[7], start)])  # merged again
+    assert list(answered.prefixes.ordered) == [1, 2, 3, 4, 5, 6, 7], "a prefix answered again is held once"
+    assert answered.held([key[2]])[1] == datetime(1970, 1, 1) + timedelta(microseconds=10), "the earlier kept"
+    assert answered.held([key[3]])[1] == start - timedelta(seconds=2)
+    assert answered.held([key[4]])[1] == start - timedelta(days=1)
+    assert answered.held([key[3], key[5]]) == ([key[3], key[5]], start - timedelta(seconds=2))
     assert answered.held([key[3], "not-hex"]) == ([key[3], "not-hex"], None)
     aware = start.replace(tzinfo=UTC) + timedelta(hours=1)  # counted as its UTC, as DuckDB stores it
     answered.add([(key[8], aware)])

@@ -371,6 +371,7 @@ assert jemalloc.duckdb_je_mallctl(b"arenas.dirty_decay_ms", ctypes.byref(value),
 print(value.value)"""
 
 
+@pytest.mark.skipif(sys.platform != "linux", reason="DuckDB's wheels bundle jemalloc on Linux only")
 @pytest.mark.parametrize(("own", "decay"), [(None, 0), ("dirty_decay_ms:250", 250)])
 def test_duckdbs_allocator_hands_freed_pages_back_at_once_unless_the_user_says(own: str | None, decay: int) -> None:
     """DuckDB's jemalloc reads its settings as DuckDB loads: the command's imports set them first, and a user's
