@@ -181,7 +181,7 @@ class WrittenKeys:
         next write instead."""
         for run_id, digests in made.items():
             if (held := self._runs.get((table, run_id))) is not None:
-                held.add(d for d in digests if d not in held)  # a key replaced is held once
+                held.add(digests)  # a key replaced is held once: the merge keeps a digest once
 
     def forget(self, run_id: str | None = None) -> None:
         """Read a run's keys (every run's, by default) again at its next write: after its rows were deleted (a

@@ -64,6 +64,8 @@ def test_digests_added_since_are_found_before_and_after_they_are_merged(monkeypa
     held.add([1, 3])
     assert list(held.ordered) == [1, 3, 5, 7, 9, 2**64 - 1] and held.times is None
     assert all(n in held for n in (1, 3, 5, 7, 9, 2**64 - 1)) and not any(n in held for n in (0, 4, 8, 10))
+    held.add([5, 9, 3, 11])  # three held already: each is held once after the merge
+    assert list(held.ordered) == [1, 3, 5, 7, 9, 11, 2**64 - 1]
 
 
 class Spy:
