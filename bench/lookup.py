@@ -8,7 +8,6 @@ them all, as every lookup did before the bound). Median time and table blocks re
 from __future__ import annotations
 
 import argparse
-import hashlib
 import statistics
 import tempfile
 import time
@@ -16,21 +15,8 @@ from datetime import datetime, timedelta
 from pathlib import Path
 
 from bench.common import emit
-from ifsynth.schemas.records import CallRecord
 from ifsynth.warehouse.store import Warehouse
-
-BLOCKS = "SELECT coalesce(sum(memory_usage_bytes), 0) AS b FROM duckdb_memory() WHERE tag = 'BASE_TABLE'"
-
-
-def key(i: int) -> str:
-    return hashlib.sha256(str(i).encode()).hexdigest()  # as random as a request's
-
-
-def answer(i: int, at: datetime) -> CallRecord:
-    return CallRecord(
-        call_id=f"call-{i}", key=key(i), run_id="run", stage="judge", template="t", template_hash="h",
-        base_url="http://x/v1", model="m", request={"n": i}, response=f"{i:06d}" * 50, created_at=at,
-    )  # fmt: skip
+from tests.helpers import answered_at, kept_blocks, random_key
 
 
 def lookups(warehouse: Warehouse, keys: list[str]) -> dict[str, float]:
@@ -38,12 +24,12 @@ def lookups(warehouse: Warehouse, keys: list[str]) -> dict[str, float]:
     seconds, read = [], []
     for k in keys:
         warehouse._let_blocks_go()
-        before = warehouse.query(BLOCKS)[0]["b"]
+        before = kept_blocks(warehouse)
         started = time.perf_counter()
         if k not in warehouse.cached([k]):
             raise SystemExit(f"key {k} not found")
         seconds.append(time.perf_counter() - started)
-        read.append(warehouse.query(BLOCKS)[0]["b"] - before)
+        read.append(kept_blocks(warehouse) - before)
     return {"median_ms": round(statistics.median(seconds) * 1000, 2),
             "median_blocks_mb": round(statistics.median(read) / 2**20, 2)}  # fmt: skip
 
@@ -58,15 +44,17 @@ def main() -> None:
         path = Path(tmp) / "w.duckdb"
         with Warehouse(path) as warehouse:
             for i in range(args.calls):
-                warehouse.add_call(answer(i, start + timedelta(seconds=i / 10)))
+                warehouse.add_call(answered_at(i, start + timedelta(seconds=i / 10)))
         with Warehouse(path) as warehouse:
             for j in range(1000):  # this open's answers
-                warehouse.add_call(answer(args.calls + j, now + timedelta(seconds=j)))
+                warehouse.add_call(answered_at(args.calls + j, now + timedelta(seconds=j)))
             warehouse.flush()
             warehouse.checkpoint()  # in the file's blocks, as a long run's answers are, not in memory still
-            warehouse.cached([key(-1)])  # the file's answered keys read once, as a run's first lookup does
-            recent = lookups(warehouse, [key(args.calls + j * 1000 // args.lookups) for j in range(args.lookups)])
-            old = lookups(warehouse, [key(j) for j in range(args.lookups)])
+            warehouse.cached([random_key(-1)])  # the file's answered keys read once, as a run's first lookup does
+            recent = lookups(
+                warehouse, [random_key(args.calls + j * 1000 // args.lookups) for j in range(args.lookups)]
+            )
+            old = lookups(warehouse, [random_key(j) for j in range(args.lookups)])
     emit({"bench": "lookup", "calls": args.calls, "answered_this_open": recent, "answered_first": old,
           "time_ratio": round(old["median_ms"] / recent["median_ms"], 1)})  # fmt: skip
 

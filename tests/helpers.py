@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import hashlib
 import json
 import random
 import re
 import signal
 from collections.abc import Sequence
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +25,7 @@ from ifsynth.flows.run.stage import Env
 from ifsynth.prompts.registry import Prompts, Rendered
 from ifsynth.schemas.answers import Answer, RelevanceJudgement
 from ifsynth.schemas.config import Endpoint, RunConfig
-from ifsynth.schemas.records import ItemRecord
+from ifsynth.schemas.records import CallRecord, ItemRecord
 from ifsynth.warehouse.store import Warehouse
 from tests.fake_openai import FakeOpenAI
 
@@ -92,6 +94,25 @@ def sensible(body: dict[str, Any]) -> dict[str, Any]:
 def query(warehouse: Warehouse, sql: str, params: Sequence[Any] | None = None) -> list[dict[str, Any]]:
     """A test's own read of the warehouse (``Warehouse.query``: one SELECT)."""
     return warehouse.query(sql, params)
+
+
+def kept_blocks(warehouse: Warehouse) -> int:
+    """The bytes of table blocks DuckDB holds in its buffer pool."""
+    sql = "SELECT sum(memory_usage_bytes) AS b FROM duckdb_memory() WHERE tag = 'BASE_TABLE'"
+    return int(query(warehouse, sql)[0]["b"])
+
+
+def random_key(i: int) -> str:
+    """A request key as random as a real one (a SHA-256 in hex): row groups' ranges of keys skip nothing."""
+    return hashlib.sha256(str(i).encode()).hexdigest()
+
+
+def answered_at(i: int, at: datetime, response: str | None = None) -> CallRecord:
+    """A call answered at ``at`` under ``random_key(i)``, its answer 300 characters unless given."""
+    return CallRecord(
+        call_id=f"{i}-{at}", key=random_key(i), run_id="run-1", stage="judge", template="t", template_hash="h",
+        base_url="http://x/v1", model="m", request={"n": i}, response=response or f"{i:06d}" * 50, created_at=at,
+    )  # fmt: skip
 
 
 def env(recipe: str = "instructir", stage: str = "stage", **params: Any) -> Env:

@@ -4,7 +4,6 @@ still served, a failed batch put back whole, and both journals replayed after a 
 from __future__ import annotations
 
 import errno
-import hashlib
 import json
 import os
 import subprocess
@@ -23,7 +22,7 @@ from ifsynth.schemas.records import CallRecord, RunRecord, VerdictRecord
 from ifsynth.warehouse import store
 from ifsynth.warehouse.store import Warehouse
 from tests.conftest import invoke
-from tests.helpers import item, query
+from tests.helpers import answered_at, item, kept_blocks, query, random_key
 
 
 def call(i: int, *, error: str | None = None) -> CallRecord:
@@ -383,11 +382,6 @@ def test_duckdbs_allocator_hands_freed_pages_back_at_once_unless_the_user_says(o
     assert int(proc.stdout) == decay
 
 
-def kept_blocks(warehouse: Warehouse) -> int:
-    sql = "SELECT sum(memory_usage_bytes) AS b FROM duckdb_memory() WHERE tag = 'BASE_TABLE'"
-    return int(query(warehouse, sql)[0]["b"])
-
-
 @pytest.mark.parametrize("memory_limit", [None, "64MB"])
 def test_the_blocks_a_write_leaves_in_duckdb_are_let_go_and_the_limit_stays(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, memory_limit: str | None
@@ -464,13 +458,6 @@ def test_a_lookup_reads_only_the_calls_written_since_the_first_answer_of_its_key
     monkeypatch.setattr(store, "ROW_GROUP_ROWS", 2048)  # ten row groups
     path, start = tmp_path / "w.duckdb", datetime(2026, 1, 1)
 
-    def key(i: int) -> str:  # as random as a request's SHA-256: the keys' own ranges skip nothing
-        return hashlib.sha256(str(i).encode()).hexdigest()
-
-    def answer(i: int, at: datetime, response: str) -> CallRecord:
-        return call(i).model_copy(update={"key": key(i), "call_id": f"{i}-{at}", "created_at": at,
-                                          "response": response})  # fmt: skip
-
     def looked_up(keys: list[str]) -> tuple[dict[str, str], int]:
         """The answers, and the table blocks the lookup read."""
         warehouse._let_blocks_go()
@@ -480,17 +467,21 @@ def test_a_lookup_reads_only_the_calls_written_since_the_first_answer_of_its_key
 
     with Warehouse(path) as warehouse:
         for i in range(20_000):
-            warehouse.add_call(answer(i, start + timedelta(seconds=i), f"{i:06d}" * 50))
+            warehouse.add_call(answered_at(i, start + timedelta(seconds=i)))
     with Warehouse(path) as warehouse:
         late = start + timedelta(days=1)
-        warehouse.add_call(answer(20_000, late, "first"))
-        warehouse.add_call(answer(20_000, late + timedelta(seconds=1), "second"))
+        warehouse.add_call(answered_at(20_000, late, "first"))
+        warehouse.add_call(answered_at(20_000, late + timedelta(seconds=1), "second"))
         warehouse.flush()
-        assert warehouse.cached([key(-1)]) == {}  # the file's answered keys read (every call's), nothing looked up
-        found, recent = looked_up([key(20_000)])
-        assert found == {key(20_000): "first"}
-        found, everything = looked_up([key(3), key(20_000)])  # one answered long before: read from then on
-        assert found == {key(3): "000003" * 50, key(20_000): "first"}
+        assert (
+            warehouse.cached([random_key(-1)]) == {}
+        )  # the file's answered keys read (every call's), nothing looked up
+        found, recent = looked_up([random_key(20_000)])
+        assert found == {random_key(20_000): "first"}
+        found, everything = looked_up(
+            [random_key(3), random_key(20_000)]
+        )  # one answered long before: read from then on
+        assert found == {random_key(3): "000003" * 50, random_key(20_000): "first"}
         assert recent * 2 < everything
 
 
