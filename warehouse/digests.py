@@ -93,8 +93,8 @@ class AnsweredKeys:
     there, a new run makes almost no lookups. A lookup reads only the calls written since the earliest answer
     of its keys: calls are appended as they are answered, so DuckDB skips the row groups written before
     (their range of times is kept with them). Without that bound, each request a run repeats scanned every
-    call in the file: in one of 300,000 calls, 23 ms and 15 MB of table blocks a lookup, against 3 ms and
-    0.5 MB for a request answered during the run (bench/README.md, "Twenty-first round"). A key that is not
+    call in the file: in one of 300,000 calls, 23-29 ms and 15 MB of table blocks a lookup, against 2-3 ms
+    and at most 0.5 MB for a request answered during the run (bench/README.md, "Twenty-first round"). A key that is not
     hex may always be there, written at any time. As whole keys, the keys answered since the file was read
     were 10 MB of a 20,000-seed run's memory, growing with its calls; as prefixes and times they are 16 bytes
     a call."""
