@@ -39,11 +39,17 @@ FLUSH_SECONDS = 2.0
 # finds it held tries again for this long before it says the file is in use.
 WRITER_WAIT_SECONDS = 3.0
 # Rows per row group of what a writer appends. Each checkpoint leaves the rows appended since the last one in a
-# row group of their own, and a later checkpoint merges such neighbours, rebuilding them uncompressed in memory
-# up to a full row group: with DuckDB's 122,880 rows, a spike of 100-150 MB in a 20,000-seed run (bench/README.md,
+# row group of their own, and a checkpoint that vacuums merges up to three such neighbours, rebuilding them
+# uncompressed in memory: with DuckDB's 122,880 rows, a spike of 100-150 MB in a 20,000-seed run (bench/README.md,
 # "The transient spike", "Seventeenth round"). A setting of the attachment, not of the file: other programs
 # append as they do.
 ROW_GROUP_ROWS = 8192
+# A writer's checkpoints do not vacuum (merge short row groups, drop deleted rows) until it deletes rows:
+# merging three row groups of a wide stage's calls took 100-186 MB for a moment, against 25-28 MB for a
+# checkpoint that only writes what was appended, and set a long run's peak (bench/README.md, "Twenty-second
+# round"). An open that deletes (a stage run again, a release replaced) vacuums from then on (``_delete``), as
+# DuckDB does by default: a checkpoint vacuums only tables changed since the last, so the deletes' own must.
+CHECKPOINTS = {"max_vacuum_tasks": 0}
 # Table blocks DuckDB may keep in its buffer pool after a write before they are let go. It keeps every block
 # it writes or reads up to its memory limit (80 % of RAM by default), so a run's process grew with what it wrote
 # (bench/README.md, "Seventeenth round"); a later read of a block let go reads it from the file again.
@@ -144,12 +150,14 @@ def _arrow(rows: Sequence[Mapping[str, Any]], schema: pa.Schema) -> pa.Table:
     return pa.Table.from_arrays([pa.array([row.get(f.name) for row in rows], f.type) for f in schema], schema=schema)
 
 
-def _insert(cursor: duckdb.DuckDBPyConnection, statement: str, data: pa.Table, params: list[Any] | None = None) -> None:
-    """``statement``, which reads ``data`` as the table ``incoming``. Not unregistered after a failure: in the
-    aborted transaction that would raise instead of the failure (the next ``register`` replaces it)."""
+def _insert(cursor: duckdb.DuckDBPyConnection, statement: str, data: pa.Table, params: list[Any] | None = None) -> int:
+    """``statement``, which reads ``data`` as the table ``incoming``; the rows it changed. Not unregistered
+    after a failure: in the aborted transaction that would raise instead of the failure (the next ``register``
+    replaces it)."""
     cursor.register("incoming", data)
-    cursor.execute(statement, params or [])
+    row = cursor.execute(statement, params or []).fetchone()
     cursor.unregister("incoming")
+    return row[0] if row else 0
 
 
 def _one_column(name: str, values: Sequence[str]) -> pa.Table:
@@ -342,6 +350,7 @@ class Warehouse:
         self._answered: AnsweredKeys | None = None  # which keys the file may answer (``cached``), once read
         self._written = WrittenKeys(_REPLACED)  # which items and verdicts a write replaces; one write at a time
         self._retrying = False  # a batch was put back after a failure, maybe after its commit: the next write checks
+        self._vacuums = False  # rows were deleted: checkpoints vacuum from then on (``_delete``)
         # The batch a background thread is writing, and its answers (still served from memory meanwhile).
         self._writer: ThreadPoolExecutor | None = None
         self._writing: Future[None] | None = None
@@ -421,7 +430,7 @@ class Warehouse:
     def _attach(self, config: dict[str, Any]) -> duckdb.DuckDBPyConnection:
         """The file attached to a database of its own settings, the one way to give it a row group size."""
         # spilled blocks go beside the file, as they do for a file opened directly (not to ./.tmp)
-        db = duckdb.connect(config={**config, "temp_directory": f"{self.path}.tmp", **ALLOCATOR})
+        db = duckdb.connect(config={**config, "temp_directory": f"{self.path}.tmp", **ALLOCATOR, **CHECKPOINTS})
         try:
             options = "READ_ONLY" if self.read_only else f"ROW_GROUP_SIZE {ROW_GROUP_ROWS}"
             db.execute(f"ATTACH ? AS warehouse ({options})", [str(self.path)])
@@ -481,6 +490,20 @@ class Warehouse:
                 cursor.close()
             self._cursors.clear()
             self._db.close()
+
+    def _delete(
+        self, cursor: duckdb.DuckDBPyConnection, statement: str, params: list[Any], data: pa.Table | None = None
+    ) -> None:
+        """A ``DELETE`` (of the rows in ``data``, as ``incoming``). One that deleted rows has this open's
+        checkpoints vacuum from then on, so the file does not keep them (``CHECKPOINTS``)."""
+        if data is None:
+            row = cursor.execute(statement, params).fetchone()
+            deleted = row[0] if row else 0
+        else:
+            deleted = _insert(cursor, statement, data, params)
+        if deleted and not self._vacuums:
+            cursor.execute("RESET max_vacuum_tasks")
+            self._vacuums = True
 
     def _cursor(self) -> duckdb.DuckDBPyConnection:
         cursor = getattr(self._local, "cursor", None)
@@ -610,9 +633,8 @@ class Warehouse:
                         present, made[table] = self._written.present(cursor, table, rows)
                         if present:
                             keys = _arrow(present, pa.schema(_strings(*_KEYS[table])))
-                            _insert(
-                                cursor, f"DELETE FROM {table} t USING incoming p WHERE {_same_key(table, 'p')}", keys
-                            )
+                            statement = f"DELETE FROM {table} t USING incoming p WHERE {_same_key(table, 'p')}"
+                            self._delete(cursor, statement, [], keys)
                         self._append(cursor, table, rows)
                     else:  # calls put back may have been committed (an interrupt after the commit)
                         self._append(cursor, table, rows, new_only=retrying)
@@ -961,12 +983,14 @@ class Warehouse:
             self.flush()  # under the lock: no batch is written behind as the run's keys are forgotten
             self._written.forget(run_id)
             with self._statement() as cursor:
-                cursor.execute("DELETE FROM items WHERE run_id = ? AND stage = ?", [run_id, stage])
+                self._delete(cursor, "DELETE FROM items WHERE run_id = ? AND stage = ?", [run_id, stage])
                 # people's verdicts (`human`, `human:<reviewer>`) are no stage's output: a rerun keeps them
-                cursor.execute(
-                    "DELETE FROM verdicts WHERE run_id = ? AND stage = ? AND judge NOT LIKE 'human%'", [run_id, stage]
+                self._delete(
+                    cursor,
+                    "DELETE FROM verdicts WHERE run_id = ? AND stage = ? AND judge NOT LIKE 'human%'",
+                    [run_id, stage],
                 )
-                cursor.execute("DELETE FROM stage_counts WHERE run_id = ? AND stage = ?", [run_id, stage])
+                self._delete(cursor, "DELETE FROM stage_counts WHERE run_id = ? AND stage = ?", [run_id, stage])
 
     def record_stage(self, run_id: str, ord_: int, counts: StageCounts) -> None:
         self.flush()
@@ -1212,10 +1236,12 @@ class Warehouse:
 
     def delete_verdict(self, run_id: str, item_id: str, stage: str, judge: str) -> None:
         self.flush()
-        self._execute(
-            "DELETE FROM verdicts WHERE run_id = ? AND item_id = ? AND stage = ? AND judge = ?",
-            [run_id, item_id, stage, judge],
-        )
+        with self._lock, self._statement() as cursor:
+            self._delete(
+                cursor,
+                "DELETE FROM verdicts WHERE run_id = ? AND item_id = ? AND stage = ? AND judge = ?",
+                [run_id, item_id, stage, judge],
+            )
 
     # -- calls -------------------------------------------------------------------------------------
 
@@ -1425,7 +1451,7 @@ class Warehouse:
             with self._writing_statement():
                 for table in ("releases", *RELEASE_COLUMNS):
                     column = "name" if table == "releases" else "release"
-                    cursor.execute(f"DELETE FROM {table} WHERE {column} = ?", [name])
+                    self._delete(cursor, f"DELETE FROM {table} WHERE {column} = ?", [name])
             yield release
             if not release.finished:
                 raise RuntimeError(f"release `{name}` was left unfinished")

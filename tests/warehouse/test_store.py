@@ -360,6 +360,50 @@ def test_a_writer_appends_in_small_row_groups_and_spills_beside_the_file(tmp_pat
         assert committed(warehouse) == 3 * store.ROW_GROUP_ROWS
 
 
+def physical_rows(warehouse: Warehouse, table: str) -> tuple[int, int]:
+    """A table's row groups and the rows they hold, deleted ones included (DuckDB keeps those until it vacuums)."""
+    row = query(
+        warehouse,
+        "SELECT count(DISTINCT row_group_id) AS groups, coalesce(sum(count), 0) AS n "
+        f"FROM pragma_storage_info('{table}') WHERE column_id = 0 AND column_path = '[0]'",
+    )[0]
+    return row["groups"], row["n"]
+
+
+def test_a_writers_checkpoints_merge_no_row_groups(tmp_path: Path) -> None:
+    """Each checkpoint writes only what was appended since the last: the short row group an earlier one left
+    is not rebuilt with its neighbours (the moment that set a long run's peak), nor when the file closes."""
+    path = tmp_path / "w.duckdb"
+    with Warehouse(path) as warehouse:
+        for part in range(3):
+            for i in range(1000):
+                warehouse.add_call(call(part * 1000 + i))
+            warehouse.checkpoint()
+        assert physical_rows(warehouse, "llm_calls") == (3, 3000)
+    with Warehouse(path, read_only=True) as warehouse:
+        assert physical_rows(warehouse, "llm_calls") == (3, 3000)
+
+
+def test_an_open_that_deletes_rows_vacuums_from_then_on(tmp_path: Path) -> None:
+    """A stage run again deletes what it wrote before: the next checkpoint drops those rows and merges the row
+    groups they left short, so reruns do not grow the file."""
+    path = tmp_path / "w.duckdb"
+    with Warehouse(path) as warehouse:
+        for part in range(3):
+            warehouse.add_items([item(stage, "seed", f"q{part}-{i}") for i in range(500) for stage in ("a", "b")])
+            warehouse.checkpoint()
+        assert physical_rows(warehouse, "items") == (3, 3000)
+    with Warehouse(path) as warehouse:
+        warehouse.clear_stage("instructir-run", "c")  # deletes nothing
+        warehouse.add_items([item("c", "seed", "q")])
+        warehouse.checkpoint()
+        assert physical_rows(warehouse, "items") == (4, 3001)
+        warehouse.clear_stage("instructir-run", "a")
+        warehouse.checkpoint()
+        assert query(warehouse, "SELECT count(*) AS n FROM items")[0]["n"] == 1501
+        assert physical_rows(warehouse, "items") == (1, 1501)
+
+
 DECAY = """import ctypes, glob, os
 import ifsynth.flows.cli.app  # the command's imports, which load DuckDB
 import duckdb
