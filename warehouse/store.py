@@ -39,16 +39,17 @@ FLUSH_SECONDS = 2.0
 # finds it held tries again for this long before it says the file is in use.
 WRITER_WAIT_SECONDS = 3.0
 # Rows per row group of what a writer appends. Each checkpoint leaves the rows appended since the last one in a
-# row group of their own, and a checkpoint that vacuums merges up to three such neighbours, rebuilding them
-# uncompressed in memory: with DuckDB's 122,880 rows, a spike of 100-150 MB in a 20,000-seed run (bench/README.md,
-# "The transient spike", "Seventeenth round"). A setting of the attachment, not of the file: other programs
-# append as they do.
+# row group of their own, and a checkpoint that vacuums merges such neighbours into as many as their rows fill
+# (three at most), rebuilding them uncompressed in memory: with DuckDB's 122,880 rows, a spike of 100-150 MB in
+# a 20,000-seed run (bench/README.md, "The transient spike", "Seventeenth round"). A setting of the attachment,
+# not of the file: other programs append as they do.
 ROW_GROUP_ROWS = 8192
 # A writer's checkpoints do not vacuum (merge short row groups, drop deleted rows) until it deletes rows:
-# merging three row groups of a wide stage's calls took 100-186 MB for a moment, against 25-28 MB for a
-# checkpoint that only writes what was appended, and set a long run's peak (bench/README.md, "Twenty-second
-# round"). An open that deletes (a stage run again, a release replaced) vacuums from then on (``_delete``), as
-# DuckDB does by default: a checkpoint vacuums only tables changed since the last, so the deletes' own must.
+# merging row groups of a wide stage's calls took 98-106 MB for a moment (a replay in plain DuckDB; up to 186
+# in a run), against 25-28 MB for a checkpoint that only writes what was appended, and set a long run's peak
+# (bench/README.md, "Twenty-second round"). An open that deletes (a stage run again, a release replaced)
+# vacuums from then on (``_delete``), as DuckDB does by default: a checkpoint vacuums only the tables changed
+# since the one before, so the one that writes the deletes must.
 CHECKPOINTS = {"max_vacuum_tasks": 0}
 # Table blocks DuckDB may keep in its buffer pool after a write before they are let go. It keeps every block
 # it writes or reads up to its memory limit (80 % of RAM by default), so a run's process grew with what it wrote
@@ -150,14 +151,32 @@ def _arrow(rows: Sequence[Mapping[str, Any]], schema: pa.Schema) -> pa.Table:
     return pa.Table.from_arrays([pa.array([row.get(f.name) for row in rows], f.type) for f in schema], schema=schema)
 
 
+def _count(cursor: duckdb.DuckDBPyConnection, statement: str, params: list[Any] | None = None) -> int:
+    """The rows an ``INSERT``, ``UPDATE`` or ``DELETE`` changed: DuckDB returns their count as its one row."""
+    return int(cursor.execute(statement, params or []).fetchall()[0][0])
+
+
 def _insert(cursor: duckdb.DuckDBPyConnection, statement: str, data: pa.Table, params: list[Any] | None = None) -> int:
     """``statement``, which reads ``data`` as the table ``incoming``; the rows it changed. Not unregistered
     after a failure: in the aborted transaction that would raise instead of the failure (the next ``register``
     replaces it)."""
     cursor.register("incoming", data)
-    row = cursor.execute(statement, params or []).fetchone()
+    changed = _count(cursor, statement, params)
     cursor.unregister("incoming")
-    return row[0] if row else 0
+    return changed
+
+
+@contextlib.contextmanager
+def _transaction(cursor: duckdb.DuckDBPyConnection) -> Iterator[None]:
+    """The block's statements in one transaction: committed if it ends, rolled back if it raises."""
+    cursor.execute("BEGIN")
+    try:
+        yield
+    except BaseException:
+        with contextlib.suppress(duckdb.Error):
+            cursor.execute("ROLLBACK")
+        raise
+    cursor.execute("COMMIT")
 
 
 def _one_column(name: str, values: Sequence[str]) -> pa.Table:
@@ -494,13 +513,11 @@ class Warehouse:
     def _delete(
         self, cursor: duckdb.DuckDBPyConnection, statement: str, params: list[Any], data: pa.Table | None = None
     ) -> None:
-        """A ``DELETE`` (of the rows in ``data``, as ``incoming``). One that deleted rows has this open's
-        checkpoints vacuum from then on, so the file does not keep them (``CHECKPOINTS``)."""
-        if data is None:
-            row = cursor.execute(statement, params).fetchone()
-            deleted = row[0] if row else 0
-        else:
-            deleted = _insert(cursor, statement, data, params)
+        """A ``DELETE`` (of the rows in ``data``, as ``incoming``), in a transaction: one that deletes rows has
+        this open's checkpoints vacuum from then on, set before the commit that may checkpoint the deletes
+        (``CHECKPOINTS``). Two threads may both set it, and a transaction rolled back leaves it set: either
+        way only as DuckDB's default would."""
+        deleted = _count(cursor, statement, params) if data is None else _insert(cursor, statement, data, params)
         if deleted and not self._vacuums:
             cursor.execute("RESET max_vacuum_tasks")
             self._vacuums = True
@@ -982,7 +999,7 @@ class Warehouse:
         with self._lock:
             self.flush()  # under the lock: no batch is written behind as the run's keys are forgotten
             self._written.forget(run_id)
-            with self._statement() as cursor:
+            with self._statement() as cursor, _transaction(cursor):
                 self._delete(cursor, "DELETE FROM items WHERE run_id = ? AND stage = ?", [run_id, stage])
                 # people's verdicts (`human`, `human:<reviewer>`) are no stage's output: a rerun keeps them
                 self._delete(
@@ -1236,7 +1253,7 @@ class Warehouse:
 
     def delete_verdict(self, run_id: str, item_id: str, stage: str, judge: str) -> None:
         self.flush()
-        with self._lock, self._statement() as cursor:
+        with self._lock, self._statement() as cursor, _transaction(cursor):
             self._delete(
                 cursor,
                 "DELETE FROM verdicts WHERE run_id = ? AND item_id = ? AND stage = ? AND judge = ?",

@@ -384,9 +384,16 @@ def test_a_writers_checkpoints_merge_no_row_groups(tmp_path: Path) -> None:
         assert physical_rows(warehouse, "llm_calls") == (3, 3000)
 
 
-def test_an_open_that_deletes_rows_vacuums_from_then_on(tmp_path: Path) -> None:
-    """A stage run again deletes what it wrote before: the next checkpoint drops those rows and merges the row
-    groups they left short, so reruns do not grow the file."""
+@pytest.mark.parametrize("threshold", [None, "1KB"])  # 1 KB: every commit checkpoints, the deletes' own too
+@pytest.mark.parametrize("how", ["stage run again", "items written again"])
+def test_an_open_that_deletes_rows_vacuums_from_then_on(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, how: str, threshold: str | None
+) -> None:
+    """A stage run again deletes what it wrote before, an item written again its earlier row: the checkpoint
+    that writes the deletes drops those rows and merges the row groups they left short, so reruns do not grow
+    the file. Deleting nothing changes nothing."""
+    if threshold:
+        monkeypatch.setitem(store.CHECKPOINTS, "checkpoint_threshold", threshold)
     path = tmp_path / "w.duckdb"
     with Warehouse(path) as warehouse:
         for part in range(3):
@@ -398,10 +405,17 @@ def test_an_open_that_deletes_rows_vacuums_from_then_on(tmp_path: Path) -> None:
         warehouse.add_items([item("c", "seed", "q")])
         warehouse.checkpoint()
         assert physical_rows(warehouse, "items") == (4, 3001)
-        warehouse.clear_stage("instructir-run", "a")
-        warehouse.checkpoint()
-        assert query(warehouse, "SELECT count(*) AS n FROM items")[0]["n"] == 1501
-        assert physical_rows(warehouse, "items") == (1, 1501)
+        if how == "stage run again":
+            warehouse.clear_stage("instructir-run", "a")
+        else:
+            warehouse.add_items(
+                [item("a", "seed", f"q{part}-{i}", text="again") for i in range(500) for part in (0, 1)]
+            )
+            warehouse.flush()
+    with Warehouse(path, read_only=True) as warehouse:  # checkpointed as the writer closed, if not before
+        live = query(warehouse, "SELECT count(*) AS n FROM items")[0]["n"]
+        assert live == (1501 if how == "stage run again" else 3001)
+        assert physical_rows(warehouse, "items")[1] == live, "the deleted rows are not kept"
 
 
 DECAY = """import ctypes, glob, os
