@@ -47,7 +47,7 @@ ROW_GROUP_ROWS = 8192
 # A writer's checkpoints do not vacuum (merge short row groups, drop deleted rows) until it deletes rows:
 # merging row groups of a wide stage's calls took 98-106 MB for a moment (a replay in plain DuckDB; up to 186
 # in a run), against 25-28 MB for a checkpoint that only writes what was appended, and set a long run's peak
-# (bench/README.md, "Twenty-second round"). An open that deletes (a stage run again, a release replaced)
+# (bench/README.md, "Twenty-second round"). An open that deletes (a run continued, a release replaced)
 # vacuums from then on (``_delete``), as DuckDB does by default: a checkpoint vacuums only the tables changed
 # since the one before, so the one that writes the deletes must.
 CHECKPOINTS = {"max_vacuum_tasks": 0}
