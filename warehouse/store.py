@@ -172,11 +172,12 @@ def _transaction(cursor: duckdb.DuckDBPyConnection) -> Iterator[None]:
     cursor.execute("BEGIN")
     try:
         yield
+        cursor.execute("COMMIT")
     except BaseException:
-        with contextlib.suppress(duckdb.Error):
+        # a COMMIT that failed has rolled back; one that ran out of memory may have invalidated the database
+        with contextlib.suppress(duckdb.TransactionException, duckdb.FatalException):
             cursor.execute("ROLLBACK")
         raise
-    cursor.execute("COMMIT")
 
 
 def _one_column(name: str, values: Sequence[str]) -> pa.Table:
@@ -644,22 +645,18 @@ class Warehouse:
         made: dict[str, dict[str, set[int]]] = {}  # the digests of the rows replaced by key, noted once committed
         with self._statement() as cursor:
             try:
-                cursor.execute("BEGIN")
-                for table, rows in batch.items():
-                    if table in _REPLACED:
-                        present, made[table] = self._written.present(cursor, table, rows)
-                        if present:
-                            keys = _arrow(present, pa.schema(_strings(*_KEYS[table])))
-                            statement = f"DELETE FROM {table} t USING incoming p WHERE {_same_key(table, 'p')}"
-                            self._delete(cursor, statement, [], keys)
-                        self._append(cursor, table, rows)
-                    else:  # calls put back may have been committed (an interrupt after the commit)
-                        self._append(cursor, table, rows, new_only=retrying)
-                cursor.execute("COMMIT")
+                with _transaction(cursor):
+                    for table, rows in batch.items():
+                        if table in _REPLACED:
+                            present, made[table] = self._written.present(cursor, table, rows)
+                            if present:
+                                keys = _arrow(present, pa.schema(_strings(*_KEYS[table])))
+                                statement = f"DELETE FROM {table} t USING incoming p WHERE {_same_key(table, 'p')}"
+                                self._delete(cursor, statement, [], keys)
+                            self._append(cursor, table, rows)
+                        else:  # calls put back may have been committed (an interrupt after the commit)
+                            self._append(cursor, table, rows, new_only=retrying)
             except BaseException as exc:
-                # a COMMIT that failed has rolled back; one that ran out of memory may have invalidated the database
-                with contextlib.suppress(duckdb.TransactionException, duckdb.FatalException):
-                    cursor.execute("ROLLBACK")
                 if _out_of_space(exc):
                     raise self._no_space() from exc
                 if _out_of_memory(exc):  # rows kept, as for a full disk: a rerun writes them
