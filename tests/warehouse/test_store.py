@@ -531,14 +531,12 @@ def test_a_lookup_reads_only_the_calls_written_since_the_first_answer_of_its_key
         warehouse.add_call(answered_at(20_000, late, "first"))
         warehouse.add_call(answered_at(20_000, late + timedelta(seconds=1), "second"))
         warehouse.flush()
-        assert (
-            warehouse.cached([random_key(-1)]) == {}
-        )  # the file's answered keys read (every call's), nothing looked up
+        # the file's answered keys read (every call's), nothing looked up
+        assert warehouse.cached([random_key(-1)]) == {}
         found, recent = looked_up([random_key(20_000)])
         assert found == {random_key(20_000): "first"}
-        found, everything = looked_up(
-            [random_key(3), random_key(20_000)]
-        )  # one answered long before: read from then on
+        # one answered long before: read from then on
+        found, everything = looked_up([random_key(3), random_key(20_000)])
         assert found == {random_key(3): "000003" * 50, random_key(20_000): "first"}
         assert recent * 2 < everything
 
