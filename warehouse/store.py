@@ -325,6 +325,14 @@ class ReleaseWriter:
                 _insert(self._cursor, statement, data, [self._name])
         self._let_go()
 
+    def query_groups(self) -> int:
+        """How many groups the queries added so far make: counted in the file, not held by the caller."""
+        with self._guard():
+            found = self._cursor.execute(
+                "SELECT count(DISTINCT group_id) FROM release_queries WHERE release = ?", [self._name]
+            ).fetchall()
+        return int(found[0][0])
+
     def finish(self, card: dict[str, Any]) -> None:
         """The card, and the commit: the release replaces the one of its name."""
         self._refuse_if_finished()
@@ -1049,6 +1057,13 @@ class Warehouse:
         )
         return int(rows[0]["n"])
 
+    def set_stage_status(self, run_id: str, stage: str, status: str, *, was: str = "ok") -> None:
+        """Every item of a stage with status ``was`` takes ``status``: a release's accepted items, however many."""
+        self.flush()
+        self._execute(
+            "UPDATE items SET status = ? WHERE run_id = ? AND stage = ? AND status = ?", [status, run_id, stage, was]
+        )
+
     def set_status(self, run_id: str, item_ids: Sequence[str], status: str) -> None:
         if not item_ids:
             return
@@ -1062,25 +1077,27 @@ class Warehouse:
     def items(
         self, run_id: str, stage: str, *, status: str | None = "ok", page: int = 1000
     ) -> Iterator[list[ItemRecord]]:
-        """A stage's items in pages of whole groups, so memory stays bounded on large runs."""
+        """A stage's items in pages of ``page`` whole groups, in group order, so memory stays bounded on large
+        runs: each page's groups are the ones after the last page's, never the stage's whole list of group ids
+        (with their rows as read, 3.4 MB at the end of a 20,000-seed run, read twice by its release)."""
         self.flush()
-        groups = [
-            row["group_id"]
-            for row in self._sql(
-                "SELECT DISTINCT group_id FROM items WHERE run_id = ? AND stage = ? ORDER BY group_id",
-                [run_id, stage],
-            )
-        ]
         condition = "" if status is None else "AND status = ?"
-        for start in range(0, len(groups), page):
-            params = [run_id, stage] + ([status] if status else [])
+        after: str | None = None
+        while True:
+            last = self._sql(
+                "SELECT max(group_id) AS last FROM (SELECT DISTINCT group_id FROM items WHERE run_id = ? "
+                "AND stage = ? AND (?::VARCHAR IS NULL OR group_id > ?) ORDER BY group_id LIMIT ?)",
+                [run_id, stage, after, after, page],
+            )[0]["last"]
+            if last is None:
+                return
             rows = self._sql(
                 f"SELECT * FROM items WHERE run_id = ? AND stage = ? {condition} "
-                "AND group_id IN (SELECT group_id FROM chunk) ORDER BY group_id, ord, item_id",
-                params,
-                tables={"chunk": _one_column("group_id", groups[start : start + page])},
+                "AND (?::VARCHAR IS NULL OR group_id > ?) AND group_id <= ? ORDER BY group_id, ord, item_id",
+                [run_id, stage, *([] if status is None else [status]), after, after, last],
             )
             yield [self.item_record(row) for row in rows]
+            after = last
 
     @staticmethod
     def item_record(row: dict[str, Any]) -> ItemRecord:

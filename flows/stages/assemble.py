@@ -121,6 +121,18 @@ def add_page(rows: Rows, page: list[ItemRecord], add: Add) -> None:
         add(rows, item, number)
 
 
+def write_pages(release: ReleaseWriter, pages: Iterable[list[ItemRecord]], add: Add, used: set[str]) -> tuple[int, int]:
+    """Each page's release rows, written as they are made (``used`` gathers their seed passages); the instances
+    and corpus rows written. On its own so that the last page is let go before the noise is read."""
+    instances = corpus = 0
+    for page in pages:
+        rows = Rows(used=used)
+        add_page(rows, page, add)
+        release.add(docs=rows.docs, queries=rows.queries, qrels=rows.qrels)
+        instances, corpus = instances + len(rows.queries), corpus + len(rows.docs)
+    return instances, corpus
+
+
 def add_noise(rows: Rows, candidates: Iterable[SeedPassage], max_noise: int | None, seed: int) -> int:
     """At most ``max_noise`` (none: all) of the candidate passages no row used, drawn by hash of (seed, doc id)
     and added to the corpus in id order; how many."""
@@ -161,25 +173,18 @@ class AssembleRelease(RuleStage[ItemRecord]):
         """The release of the items the stage passed (read again once their statuses are written, so an item
         a person rejected here stays out), written a page at a time: its rows are many."""
         used: set[str] = set()
-        accepted: list[str] = []
-        instances = corpus = 0
-        groups: set[str] = set()
         with releasing(ctx) as release:
-            for page in self.inputs(ctx):
-                rows = Rows(used=used)
-                add_page(rows, page, self.add)
-                release.add(docs=rows.docs, queries=rows.queries, qrels=rows.qrels)
-                accepted += [item.item_id for item in page]
-                instances, corpus = instances + len(rows.queries), corpus + len(rows.docs)
-                groups.update(query["group_id"] for query in rows.queries)
+            instances, corpus = write_pages(release, self.inputs(ctx), self.add, used)
+            groups = release.query_groups()  # counted in the file: a long run's ids are not held to the end
             noise = 0
             if self.max_noise != 0:
                 rows = Rows(used=used)
                 noise = add_noise(rows, _noise_candidates(ctx, self.noise_pool), self.max_noise, ctx.params.seed)
                 release.add(docs=rows.docs)
-            counted = {"instances": instances, "queries": len(groups), "corpus": corpus + noise, "noise": noise}
+            counted = {"instances": instances, "queries": groups, "corpus": corpus + noise, "noise": noise}
             release.finish(release_card(ctx, counts, **counted))
-        ctx.warehouse.set_status(ctx.run_id, accepted, "accepted")  # outside the release's transaction
+        # every item the pages read, by the same condition: outside the release's transaction
+        ctx.warehouse.set_stage_status(ctx.run_id, self.source, "accepted")
 
 
 @dataclass(frozen=True, kw_only=True)

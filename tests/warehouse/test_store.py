@@ -840,3 +840,24 @@ def test_the_cache_answers_every_way_an_answer_arrives_and_skips_keys_never_answ
         assert wh.cached([hexed[1]]) == {}
         wh.flush()
         assert set(wh.cached([hexed[4]])) == {hexed[4]}, "an answer buffered while the keys were read"
+
+
+def test_a_stages_items_come_in_pages_of_whole_groups_in_group_order(warehouse_path: Path) -> None:
+    """Each page holds the next ``page`` groups of the stage, a group never split, its items in their order; a
+    page's groups are read with it, so a group with no item of the status asked gives a page without it."""
+    groups = ["g3", "g1", "", "g2", "g10", "g4"]  # an empty group id sorts first, and is a group like the others
+    made = [item("rewrite", "pair", group, ord) for group in groups for ord in (1, 0)]
+    made += [item("judge", "pair", "g1", 0), item("rewrite", "pair", "g5", 0).model_copy(update={"status": "rejected"})]
+    with Warehouse(warehouse_path) as warehouse:
+        warehouse.add_items(made)
+        pages = [[(i.group_id, i.ord) for i in page] for page in warehouse.items("instructir-run", "rewrite", page=2)]
+        assert pages == [
+            [("", 0), ("", 1), ("g1", 0), ("g1", 1)],
+            [("g10", 0), ("g10", 1), ("g2", 0), ("g2", 1)],
+            [("g3", 0), ("g3", 1), ("g4", 0), ("g4", 1)],
+            [],  # g5: its one item is rejected
+        ]
+        every = list(warehouse.items("instructir-run", "rewrite", status=None, page=4))
+        assert [len(page) for page in every] == [8, 5]
+        assert [i.group_id for i in every[1]] == ["g3", "g3", "g4", "g4", "g5"]
+        assert list(warehouse.items("instructir-run", "absent")) == []
