@@ -861,3 +861,30 @@ def test_a_stages_items_come_in_pages_of_whole_groups_in_group_order(warehouse_p
         assert [len(page) for page in every] == [8, 5]
         assert [i.group_id for i in every[1]] == ["g3", "g3", "g4", "g4", "g5"]
         assert list(warehouse.items("instructir-run", "absent")) == []
+
+
+def test_a_release_counts_its_query_groups_and_a_stage_accepts_its_ok_items(warehouse_path: Path) -> None:
+    """What InstructIR's assembly no longer holds to the end: the groups of the queries written so far,
+    counted in the open release, and the status of the stage's items it read (its ``ok`` ones)."""
+    about: dict[str, Any] = {"name": "r", "run_id": "instructir-run", "recipe": "instructir", "source": "demo"}
+
+    def queries(*groups: str) -> list[dict[str, Any]]:
+        return [{"mode": "m", "query_id": f"{g}_{n}", "group_id": g, "query": "", "instruction": "", "meta": "{}"}
+                for n, g in enumerate(groups)]  # fmt: skip
+
+    with Warehouse(warehouse_path) as warehouse:
+        warehouse.write_release(**{**about, "name": "other"}, card={}, docs=[], queries=queries("x", "y"), qrels=[])
+        with warehouse.writing_release(**about) as release:
+            release.add(queries=queries("q1", "q1", "q2"))
+            release.add(queries=queries("q2", "q3"), docs=[doc(1)])
+            assert release.query_groups() == 3  # its own rows, not yet committed; not the other release's
+            release.finish({})
+            with pytest.raises(RuntimeError, match="finished"):
+                release.query_groups()
+        rejected = item("rewrite", "pair", "q2").model_copy(update={"status": "rejected"})
+        warehouse.add_items([item("rewrite", "pair", "q1"), rejected, item("judge", "pair", "q1")])
+        warehouse.set_stage_status("instructir-run", "rewrite", "accepted")
+        statuses = query(warehouse, "SELECT stage, group_id, status FROM items ORDER BY ALL")
+        assert [tuple(row.values()) for row in statuses] == [
+            ("judge", "q1", "ok"), ("rewrite", "q1", "accepted"), ("rewrite", "q2", "rejected"),
+        ]  # fmt: skip
