@@ -152,7 +152,8 @@ def _arrow(rows: Sequence[Mapping[str, Any]], schema: pa.Schema) -> pa.Table:
 
 
 def _count(cursor: duckdb.DuckDBPyConnection, statement: str, params: list[Any] | None = None) -> int:
-    """The rows an ``INSERT``, ``UPDATE`` or ``DELETE`` changed: DuckDB returns their count as its one row."""
+    """The one number a statement returns as its one row: the rows an ``INSERT``, ``UPDATE`` or ``DELETE``
+    changed, or a ``SELECT count(...)``."""
     return int(cursor.execute(statement, params or []).fetchall()[0][0])
 
 
@@ -329,10 +330,9 @@ class ReleaseWriter:
         """How many groups the queries added so far make: counted in the file, not held by the caller."""
         self._refuse_if_finished()
         with self._guard():
-            found = self._cursor.execute(
-                "SELECT count(DISTINCT group_id) FROM release_queries WHERE release = ?", [self._name]
-            ).fetchall()
-        return int(found[0][0])
+            return _count(
+                self._cursor, "SELECT count(DISTINCT group_id) FROM release_queries WHERE release = ?", [self._name]
+            )
 
     def finish(self, card: dict[str, Any]) -> None:
         """The card, and the commit: the release replaces the one of its name."""
