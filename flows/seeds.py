@@ -13,7 +13,7 @@ from collections.abc import Container, Iterator
 from contextlib import contextmanager
 from importlib import resources
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, BinaryIO, Protocol
 
 from ifsynth.schemas.errors import SeedError
 from ifsynth.schemas.seeds import (
@@ -25,8 +25,8 @@ from ifsynth.schemas.seeds import (
     SeedQuery,
     id_fault,
     judgement,
+    placed_lines,
     qrels_header,
-    text_lines,
 )
 
 
@@ -58,19 +58,20 @@ def open_source(spec: str, demo: tuple[str, ...] = (), package: str = "ifsynth.f
     raise SeedError(f"unknown seed source `{spec}`; use demo, beir:DIR or irds:ID")
 
 
-def _lines(path: Path, spec: str, first: int = 1) -> Iterator[tuple[int, str]]:
-    """The numbered lines of a seed file, from line ``first`` on; bytes that are not UTF-8 are one SeedError."""
+def _lines(path: Path, spec: str, first: int = 1) -> Iterator[tuple[int, int, str]]:
+    """The numbered lines of a seed file, from line ``first`` on, with the byte offsets they start at; bytes
+    that are not UTF-8 are one SeedError."""
     try:
-        for number, line in text_lines(path):
+        for number, start, line in placed_lines(path):
             if number >= first:
-                yield number, line
+                yield number, start, line
     except NotText as fault:
         raise SeedError(f"seeds `{spec}`: {path.name} {fault}") from None
 
 
-def _jsonl(path: Path, spec: str, *, numbered: bool = False) -> Iterator[Any]:
-    """The rows of a JSONL file (with their line numbers when ``numbered``)."""
-    for number, line in _lines(path, spec):
+def _rows(path: Path, spec: str) -> Iterator[tuple[int, int, Any]]:
+    """The rows of a JSONL file, each with its line number and the byte offset its line starts at."""
+    for number, start, line in _lines(path, spec):
         if not line.strip():
             continue
         try:
@@ -78,7 +79,12 @@ def _jsonl(path: Path, spec: str, *, numbered: bool = False) -> Iterator[Any]:
             row["_id"]
         except (ValueError, KeyError, TypeError):
             raise SeedError(f"seeds `{spec}`: {path.name} line {number} is not a JSON object with an _id") from None
-        yield (number, row) if numbered else row
+        yield number, start, row
+
+
+def _jsonl(path: Path, spec: str) -> Iterator[Any]:
+    """The rows of a JSONL file."""
+    return (row for _, _, row in _rows(path, spec))
 
 
 def positives_of(pairs: Iterator[SeedPair]) -> Iterator[SeedPassage]:
@@ -137,7 +143,7 @@ class BeirFolder:
             raise SeedError(f"seeds `{self.spec}`: queries.jsonl holds no query")
         if not any(queries.values()):
             raise SeedError(f"seeds `{self.spec}`: every query in queries.jsonl has an empty text")
-        if not qrels_header(next((line for _, line in _lines(self.qrels, self.spec)), "")):
+        if not qrels_header(next((line for _, _, line in _lines(self.qrels, self.spec)), "")):
             raise SeedError(
                 f"seeds `{self.spec}`: qrels/{self.qrels.name} line 1 is not the header "
                 "`query-id<TAB>corpus-id<TAB>score` that BEIR files start with"
@@ -157,7 +163,7 @@ class BeirFolder:
     def _ids(self, path: Path, what: str) -> dict[str, bool]:
         """Every id of the file, and whether its row has a text that is not blank."""
         seen: dict[str, bool] = {}
-        for line, row in _jsonl(path, self.spec, numbered=True):
+        for line, _, row in _rows(path, self.spec):
             where = f"seeds `{self.spec}`: {path.name} line {line}"
             fault = id_fault(row["_id"], what)
             if fault is not None:
@@ -182,7 +188,7 @@ class BeirFolder:
 
     def _judged(self, queries: Container[str] | None = None, docs: Container[str] | None = None) -> Iterator[Judgement]:
         """The judgements below the header, each line held to ``judgement``'s rule (ids too, where given)."""
-        for number, line in _lines(self.qrels, self.spec, first=2):
+        for number, _, line in _lines(self.qrels, self.spec, first=2):
             try:
                 found = judgement(line, queries, docs)
             except QrelsFault as fault:
@@ -191,15 +197,35 @@ class BeirFolder:
                 yield found
 
     def pairs(self) -> Iterator[SeedPair]:
+        """Each query with its judged passages, read from the corpus when the query comes: what is held is
+        where each judged passage's line starts, not the passage, so seeds of a large collection are selected
+        in a fraction of the memory (bench/README.md, "Twenty-fourth round")."""
         judged = self._judgements()
-        wanted = {doc for docs in judged.values() for doc in docs}
-        rows = (row for row in _jsonl(self.corpus, self.spec) if str(row["_id"]) in wanted)
-        docs = {passage.doc_id: passage for passage in map(_beir_passage, rows)}  # a passage made only if judged
-        for row in _jsonl(self.queries, self.spec):
-            qid = str(row["_id"])
-            pair = _pair(_topic(qid, row), judged.get(qid, {}), docs)
-            if pair is not None:
-                yield pair
+        # keyed by the qrels' own id strings (a key set again keeps its first object): each id is held once
+        starts: dict[str, int | None] = dict.fromkeys(doc for docs in judged.values() for doc in docs)
+        for _, start, row in _rows(self.corpus, self.spec):
+            if (doc := str(row["_id"])) in starts:
+                starts[doc] = start
+        with self.corpus.open("rb") as corpus:
+            for row in _jsonl(self.queries, self.spec):
+                qid = str(row["_id"])
+                grades = judged.get(qid, {})
+                docs = {doc: self._passage_at(corpus, doc, at) for doc in grades if (at := starts[doc]) is not None}
+                pair = _pair(_topic(qid, row), grades, docs)
+                if pair is not None:
+                    yield pair
+
+    def _passage_at(self, corpus: BinaryIO, doc_id: str, start: int) -> SeedPassage:
+        """The passage whose line starts at ``start``, which ``pairs`` found to be ``doc_id``'s."""
+        corpus.seek(start)
+        try:
+            row = json.loads(corpus.readline().decode("utf-8"))
+            same = str(row["_id"]) == doc_id
+        except (ValueError, KeyError, TypeError):
+            same = False
+        if not same:
+            raise SeedError(f"seeds `{self.spec}`: corpus.jsonl changed while it was read; run the same command again")
+        return _beir_passage(row)
 
     def passages(self) -> Iterator[SeedPassage]:
         return map(_beir_passage, _jsonl(self.corpus, self.spec))
@@ -208,12 +234,11 @@ class BeirFolder:
         """The passages ``pairs`` holds relevant, once each, in corpus order: read without holding the judged
         passages, as ``pairs`` must (a 20,000-seed corpus's were the top of its run's memory, at the end)."""
         judged = self._judgements()
-        asked = {
-            str(row["_id"]) for row in _jsonl(self.queries, self.spec)
-            if str(row["_id"]) in judged and str(row.get("text", "")).strip()
+        relevant = {
+            doc for row in _jsonl(self.queries, self.spec) if str(row.get("text", "")).strip()
+            for doc, grade in judged.get(str(row["_id"]), {}).items() if grade > 0
         }  # fmt: skip
-        relevant = {doc for qid in asked for doc, grade in judged[qid].items() if grade > 0}
-        del judged, asked
+        del judged
         for row in _jsonl(self.corpus, self.spec):
             if (doc_id := str(row["_id"])) in relevant:
                 relevant.discard(doc_id)

@@ -67,12 +67,21 @@ class NotText(ValueError):
 def text_lines(path: Path) -> Iterator[tuple[int, str]]:
     """A seed or release file's lines, numbered from 1, a Windows line end read as a plain one; a line that is
     not UTF-8 raises ``NotText`` when it is reached, so what comes before it is read."""
+    return ((number, line) for number, _, line in placed_lines(path))
+
+
+def placed_lines(path: Path) -> Iterator[tuple[int, int, str]]:
+    """``text_lines``, each with the byte offset its line starts at: a reader can hold where a line is rather
+    than what it says, and seek to it when it is wanted."""
     with path.open("rb") as lines:
+        start = 0
         for number, raw in enumerate(lines, 1):
             try:
-                yield number, raw.decode("utf-8").replace("\r\n", "\n")
+                line = raw.decode("utf-8").replace("\r\n", "\n")
             except UnicodeDecodeError:
                 raise NotText(number) from None
+            yield number, start, line
+            start += len(raw)
 
 
 class Judgement(NamedTuple):

@@ -92,6 +92,46 @@ def test_positives_are_the_pairs_relevant_passages_once_read_as_the_corpus_strea
     assert first.doc_id == "d1" and read.count("corpus.jsonl") == 2, "yielded as the corpus is read"
 
 
+def test_pairs_read_each_judged_passage_when_its_query_comes_by_where_its_line_starts(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A BEIR folder's pairs hold the judged passages' byte offsets, not the passages: what is read back is the
+    passage, past multi-byte text, Windows line ends and blank lines; the qrels' last grade of a pair wins."""
+    docs = {"d1": "marée ☾ " * 40, "d2": "pain", "d3": "surf", "d4": "moon"}
+    qrels = [("q1", "d1", 0), ("q1", "d2", 0), ("q1", "d1", 2), ("q2", "d3", 1), ("q2", "d4", 1), ("q2", "d9", 1)]
+    folder = write_beir(tmp_path, {"q1": "tides", "q2": "surf"}, docs, qrels)
+    corpus = folder / "corpus.jsonl"
+    corpus.write_bytes(corpus.read_bytes().replace(b"\n", b"\r\n"))
+    lines = corpus.read_bytes().split(b"\r\n")
+    corpus.write_bytes(b"\r\n".join([*lines[:2], b"", *lines[2:]]))  # a blank line between d2 and d3
+    made: list[str] = []
+    passage = seeds._beir_passage
+
+    def counted(row: dict[str, Any]) -> Any:
+        made.append(str(row["_id"]))
+        return passage(row)
+
+    monkeypatch.setattr(seeds, "_beir_passage", counted)
+    read = open_source(f"beir:{folder}").pairs()
+    first = next(read)
+    assert made == ["d1", "d2"], "only the first query's passages are made before it is yielded"
+    assert [(p.doc_id, p.text, p.grade) for p in first.positives] == [("d1", docs["d1"], 2)]
+    assert [(p.doc_id, p.text, p.grade) for p in first.negatives] == [("d2", "pain", 0)]
+    (second,) = read
+    assert [(p.doc_id, p.text) for p in second.positives] == [("d3", "surf"), ("d4", "moon")], "d9 is no passage"
+
+
+def test_a_corpus_changed_while_its_pairs_are_read_is_one_error(tmp_path: Path) -> None:
+    docs = {"d1": "moon", "n1": "noise " * 4000, "d2": "surf"}  # d2 past what the read of d1 buffered
+    folder = write_beir(tmp_path, {"q1": "tides", "q2": "waves"}, docs, [("q1", "d1", 1), ("q2", "d2", 1)])
+    read = open_source(f"beir:{folder}").pairs()
+    assert next(read).positives[0].doc_id == "d1"
+    corpus = folder / "corpus.jsonl"
+    corpus.write_text(json.dumps({"_id": "d0", "text": "a passage added first"}) + "\n" + corpus.read_text())
+    with pytest.raises(SeedError, match=r"corpus\.jsonl changed while it was read; run the same command again"):
+        next(read)
+
+
 def test_irds_reads_trec_topics_with_their_narrative_and_graded_judgments(tmp_path: Path) -> None:
     import ir_datasets
     from ir_datasets.datasets.base import Dataset
