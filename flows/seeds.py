@@ -231,8 +231,8 @@ class BeirFolder:
         return map(_beir_passage, _jsonl(self.corpus, self.spec))
 
     def positives(self) -> Iterator[SeedPassage]:
-        """The passages ``pairs`` holds relevant, once each, in corpus order: read without holding the judged
-        passages, as ``pairs`` must (a 20,000-seed corpus's were the top of its run's memory, at the end)."""
+        """The passages ``pairs`` holds relevant, once each, in corpus order: read as the corpus streams, with
+        no passage held (a 20,000-seed corpus's judged passages were the top of its run's memory, at the end)."""
         judged = self._judgements()
         relevant = {
             doc for row in _jsonl(self.queries, self.spec) if str(row.get("text", "")).strip()
