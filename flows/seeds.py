@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import logging
 from collections import defaultdict
-from collections.abc import Container, Iterator
+from collections.abc import Callable, Collection, Container, Iterator, Mapping
 from contextlib import contextmanager
 from importlib import resources
 from pathlib import Path
@@ -106,11 +106,15 @@ def _topic(qid: str, row: dict[str, Any]) -> SeedQuery:
     return SeedQuery(query_id=qid, text=str(row.get("text", "")), metadata=meta, **topic)
 
 
-def _pair(query: SeedQuery, grades: dict[str, int], docs: dict[str, SeedPassage]) -> SeedPair | None:
+def _pair(
+    query: SeedQuery, grades: dict[str, int], read: Callable[[Collection[str]], Mapping[str, SeedPassage]]
+) -> SeedPair | None:
     """The query with its judged passages that the corpus holds, relevant first; none without a relevant one
-    or without a query text (nothing could be asked about it)."""
-    if not query.text.strip():
+    or without a query text (nothing could be asked about it). ``read`` gives the judged passages the corpus
+    holds, by id; it is called only for a query that may make a pair, so no other query's passages are read."""
+    if not query.text.strip() or not any(grade > 0 for grade in grades.values()):
         return None
+    docs = read(grades)
     found = [docs[doc].model_copy(update={"grade": grade}) for doc, grade in grades.items() if doc in docs]
     positives = tuple(p for p in found if p.grade > 0)
     if not positives:
@@ -198,8 +202,8 @@ class BeirFolder:
 
     def pairs(self) -> Iterator[SeedPair]:
         """Each query with its judged passages, read from the corpus when the query comes: what is held is
-        where each judged passage's line starts, not the passage, so seeds of a large collection are selected
-        in a fraction of the memory (bench/README.md, "Twenty-fourth round")."""
+        where each judged passage's line starts, not the passage, so a large collection's pairs are read in
+        a fraction of the memory (bench/README.md, "Twenty-fourth round")."""
         judged = self._judgements()
         # keyed by the qrels' own id strings (a key set again keeps its first object): each id is held once
         starts: dict[str, int | None] = dict.fromkeys(doc for docs in judged.values() for doc in docs)
@@ -207,11 +211,13 @@ class BeirFolder:
             if (doc := str(row["_id"])) in starts:
                 starts[doc] = start
         with self.corpus.open("rb") as corpus:
+
+            def read(ids: Collection[str]) -> dict[str, SeedPassage]:
+                return {doc: self._passage_at(corpus, doc, at) for doc in ids if (at := starts[doc]) is not None}
+
             for row in _jsonl(self.queries, self.spec):
                 qid = str(row["_id"])
-                grades = judged.get(qid, {})
-                docs = {doc: self._passage_at(corpus, doc, at) for doc in grades if (at := starts[doc]) is not None}
-                pair = _pair(_topic(qid, row), grades, docs)
+                pair = _pair(_topic(qid, row), judged.get(qid, {}), read)
                 if pair is not None:
                     yield pair
 
@@ -294,9 +300,8 @@ class IrDatasets:
             store = self.dataset.docs_store()
             for query in self.dataset.queries_iter():
                 grades = judged.get(query.query_id)
-                if not grades or max(grades.values()) <= 0:
+                if not grades:
                     continue
-                docs = {doc_id: self._passage(doc) for doc_id, doc in store.get_many(grades).items()}
                 seed = SeedQuery(
                     query_id=query.query_id,
                     text=query.default_text(),
@@ -304,7 +309,7 @@ class IrDatasets:
                     description=getattr(query, "description", "") or "",
                     narrative=getattr(query, "narrative", "") or "",
                 )
-                pair = _pair(seed, grades, docs)
+                pair = _pair(seed, grades, lambda ids: {i: self._passage(d) for i, d in store.get_many(ids).items()})
                 if pair is not None:
                     yield pair
 

@@ -3,7 +3,9 @@ read the same way, bad sources give one clear error, and selection follows the r
 
 from __future__ import annotations
 
+import io
 import json
+import os
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
@@ -99,11 +101,13 @@ def test_pairs_read_each_judged_passage_when_its_query_comes_by_where_its_line_s
     passage, past multi-byte text, Windows line ends and blank lines; the qrels' last grade of a pair wins."""
     docs = {"d1": "marée ☾ " * 40, "d2": "pain", "d3": "surf", "d4": "moon"}
     qrels = [("q1", "d1", 0), ("q1", "d2", 0), ("q1", "d1", 2), ("q2", "d3", 1), ("q2", "d4", 1), ("q2", "d9", 1)]
-    folder = write_beir(tmp_path, {"q1": "tides", "q2": "surf"}, docs, qrels)
+    qrels.append(("q0", "d4", 1))  # a query without text: no pair, so its passage is not read
+    folder = write_beir(tmp_path, {"q0": " ", "q1": "tides", "q2": "surf"}, docs, qrels)
+    lines = [json.dumps({"_id": d, "title": "", "text": t}, ensure_ascii=False) for d, t in docs.items()]
+    lines.insert(2, "")  # a blank line between d2 and d3
     corpus = folder / "corpus.jsonl"
-    corpus.write_bytes(corpus.read_bytes().replace(b"\n", b"\r\n"))
-    lines = corpus.read_bytes().split(b"\r\n")
-    corpus.write_bytes(b"\r\n".join([*lines[:2], b"", *lines[2:]]))  # a blank line between d2 and d3
+    corpus.write_bytes("".join(line + "\r\n" for line in lines).encode())  # d1 in 2- and 3-byte UTF-8
+    assert len(corpus.read_bytes()) > len(corpus.read_text(encoding="utf-8"))
     made: list[str] = []
     passage = seeds._beir_passage
 
@@ -122,7 +126,8 @@ def test_pairs_read_each_judged_passage_when_its_query_comes_by_where_its_line_s
 
 
 def test_a_corpus_changed_while_its_pairs_are_read_is_one_error(tmp_path: Path) -> None:
-    docs = {"d1": "moon", "n1": "noise " * 4000, "d2": "surf"}  # d2 past what the read of d1 buffered
+    buffered = max(io.DEFAULT_BUFFER_SIZE, os.stat(tmp_path).st_blksize)  # what a read of d1 may buffer
+    docs = {"d1": "moon", "n1": "noise " * buffered, "d2": "surf"}  # d2 past it, read from the file itself
     folder = write_beir(tmp_path, {"q1": "tides", "q2": "waves"}, docs, [("q1", "d1", 1), ("q2", "d2", 1)])
     read = open_source(f"beir:{folder}").pairs()
     assert next(read).positives[0].doc_id == "d1"
