@@ -1,7 +1,7 @@
 """Peak RSS and wall of reading a synthetic BEIR folder's seeds whole, each reader in a process of its own:
-`check` (the cheap pass before any request), `pairs` (what selection reads, twice) and `positives` (InstructIR's
-noise pool). A reader that holds a judged passage per seed grows with the folder; one that holds ids does not
-grow much.
+`check` (the cheap pass before any request), `pairs` (what selection reads, three times) and `positives` (InstructIR's
+noise pool). A reader that holds a judged passage per seed grows with the folder by its passages; one that
+holds ids and offsets, by those.
 
     .venv/bin/python -m bench.seeds [--sizes 20000,200000] [--readers check,pairs,positives]
 """
@@ -20,6 +20,8 @@ READERS = ("check", "pairs", "positives")
 
 
 def status_kb(field: str) -> int:
+    """A figure of this process's /proc status, in kB: ``bench.common.high_water_kb`` reads another's, but
+    importing ``bench.common`` would load what the child must not hold before it reads."""
     with open("/proc/self/status") as status:
         return next(int(line.split()[1]) for line in status if line.startswith(f"{field}:"))
 
@@ -47,7 +49,7 @@ def read(reader: str, folder: Path) -> None:
 
 def reader_list(text: str) -> list[str]:
     names = text.split(",")
-    if not names or any(name not in READERS for name in names):
+    if any(name not in READERS for name in names):
         raise argparse.ArgumentTypeError(f"readers among {', '.join(READERS)}, comma-separated: not {text!r}")
     return names
 
@@ -78,7 +80,8 @@ def main() -> None:
             folder = synthetic_beir(Path(tmp) / f"seeds-{seeds}", seeds)  # a positive and two noise passages a seed
             for reader in args.readers:
                 child = [sys.executable, "-m", "bench.seeds", "--one", reader, str(folder)]
-                out = subprocess.run(child, cwd=REPO, capture_output=True, text=True, check=True).stdout
+                # its errors go to the terminal: a kernel that refuses clear_refs says so there
+                out = subprocess.run(child, cwd=REPO, stdout=subprocess.PIPE, text=True, check=True).stdout
                 emit({"seeds": seeds, "reader": reader, **json.loads(out)})
 
 
