@@ -1,6 +1,7 @@
-"""A cache lookup in a warehouse that holds many earlier calls: of a request answered during this open (the
-lookup reads the calls written since its first answer) against one answered when the file began (it reads
-them all, as every lookup did before the bound). Median time and table blocks read a lookup.
+"""A cache lookup in a warehouse that holds many earlier calls: of a request answered during this open against
+one answered when the file began. Each reads the row group of its first answer; bounded by that answer's time
+alone, the second read every call since, as every lookup did before any bound. Median time and table blocks
+read a lookup.
 
     .venv/bin/python -m bench.lookup [--calls 300000] [--lookups 20]
 """

@@ -3,8 +3,8 @@ a query that would otherwise read every key in it.
 
 A digest set may say a key is there when it is not (two keys with one digest, a row deleted since), never the
 reverse: a false yes costs the query it was meant to spare, nothing else. A time held with a digest may be
-earlier than its key's (another key's, of the same digest), never later: a lookup bounded by it reads more
-than it needs, never less.
+earlier than its key's (another key's, of the same digest), never later: a lookup that does not find the key
+at that time reads on from it, never from later.
 """
 
 from __future__ import annotations
@@ -90,14 +90,14 @@ class AnsweredKeys:
 
     A cache lookup is a query over the calls in the file, whatever the number of keys, so one for requests
     never answered (a new run's) costs as much as one that finds them; asked only for the keys that may be
-    there, a new run makes almost no lookups. A lookup reads only the calls written since the earliest answer
-    of its keys: calls are appended as they are answered, so DuckDB skips the row groups written before
-    (their range of times is kept with them). Without that bound, each request a run repeats scanned every
-    call in the file: in one of 300,000 calls, 23-29 ms and 15 MB of table blocks a lookup, against 2-3 ms
-    and at most 0.5 MB for a request answered during the run (bench/README.md, "Twenty-first round"). A key that is not
-    hex may always be there, written at any time. As whole keys, the keys answered since the file was read
-    were 10 MB of a 20,000-seed run's memory, growing with its calls; as prefixes and times they are 16 bytes
-    a call."""
+    there, a new run makes almost no lookups. A lookup reads the calls at its keys' times: calls are appended
+    as they are answered and DuckDB keeps each row group's range of times, so it reads the row groups of
+    those answers alone. Without the times, each request a run repeats scanned every call in the file: in one
+    of 300,000 calls, 23-29 ms and 15 MB of table blocks a lookup (bench/README.md, "Twenty-first round");
+    bounded by the earliest time alone, a request answered early in a run read every call written since, so
+    lookups grew with the run (bench/README.md, "Twenty-fifth round"). A key that is not hex may always be
+    there, written at any time. As whole keys, the keys answered since the file was read were 10 MB of a
+    20,000-seed run's memory, growing with its calls; as prefixes and times they are 16 bytes a call."""
 
     def __init__(self, prefixes: array[int], times: array[int]) -> None:
         self.prefixes = Digests(prefixes, times)
@@ -118,20 +118,17 @@ class AnsweredKeys:
         """Keys answered since, each with its answer's ``created_at``."""
         self.prefixes.add_timed((prefix, _micros(at)) for key, at in answers if (prefix := _prefix(key)) is not None)
 
-    def held(self, keys: Iterable[str]) -> tuple[list[str], datetime | None]:
-        """The keys the file may answer, and the time from which their answers were written: None when one of
-        them is not hex (or none may be there)."""
-        held: list[str] = []
-        bounds: list[int] = []
+    def held(self, keys: Iterable[str]) -> dict[str, datetime | None]:
+        """The keys the file may answer, each with the earliest time an answer was noted under its 64 bits (its
+        own first answer's, or another key's of the same bits, earlier); None for a key that is not hex, which
+        may have been answered at any time."""
+        held: dict[str, datetime | None] = {}
         for key in keys:
             if (prefix := _prefix(key)) is None:
-                held.append(key)
+                held[key] = None
             elif (first := self.prefixes.earliest(prefix)) is not None:
-                held.append(key)
-                bounds.append(first)
-        if not held or len(bounds) < len(held):
-            return held, None
-        return held, _EPOCH + timedelta(microseconds=min(bounds))
+                held[key] = _EPOCH + timedelta(microseconds=first)
+        return held
 
 
 def _micros(at: datetime) -> int:

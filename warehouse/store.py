@@ -828,6 +828,7 @@ class Warehouse:
                 if (row := self._buffered_answers.get(key) or self._writing_answers.get(key)) is not None:
                     found[key] = {column: row[column] for column in ANSWER_COLUMNS}
         missing = [k for k in wanted if k not in found]
+        firsts: dict[str, datetime | None] = {}
         if missing:
             with self._lock:
                 if self._answered is None:  # the file's answers, and those still on their way to it
@@ -836,14 +837,40 @@ class Warehouse:
                     # every answer still on its way, not only each key's first: the earliest time is the bound
                     calls = chain(self._buffers["llm_calls"].values(), self._writing_rows.get("llm_calls", []))
                     self._answered.add((row["key"], row["created_at"]) for row in calls if row["error"] is None)
-                missing, since = self._answered.held(missing)
-        if missing:
-            # only the calls written since the first answer to any of these keys: DuckDB skips the row groups before
+                firsts = self._answered.held(missing)
+        if firsts:
+            found.update(self._first_answers(firsts))
+        return found
+
+    def _first_answers(self, firsts: Mapping[str, datetime | None]) -> dict[str, dict[str, Any]]:
+        """Each key's first answer in the file, read first where its noted time says: a row of a key at the
+        earliest time noted under its 64 bits is its first answer (any earlier would have been noted). DuckDB
+        then reads only the row groups whose range of times holds one of them (its filter from a join's
+        values, ``dynamic_or_filter_threshold``: up to 50 times, their range beyond), a few for a batch however
+        long the run; bounded by the earliest time alone, a request answered early in a run read every call
+        written since, a longer read the longer the run. The keys not found so (a time noted for another key of
+        the same 64 bits, a first answer deleted since, a key that is not hex) are read from their earliest
+        time on."""
+        timed = {key: at for key, at in firsts.items() if at is not None}
+        found: dict[str, dict[str, Any]] = {}
+        if timed:
+            rows = self._sql(
+                f"SELECT {', '.join(ANSWER_COLUMNS)}, created_at FROM llm_calls WHERE error IS NULL "
+                "AND key IN (SELECT unnest(?::VARCHAR[])) AND created_at IN (SELECT unnest(?::TIMESTAMP[]))",
+                [list(timed), sorted(set(timed.values()))],
+            )
+            for row in rows:  # each key's row at its own time, not at another key's of the batch
+                if row.pop("created_at") == timed[row["key"]]:
+                    found[row["key"]] = row
+        rest = [key for key in firsts if key not in found]
+        if rest:
+            bounds = [firsts[key] for key in rest]
+            since = None if None in bounds else min(b for b in bounds if b is not None)
             bounded = "" if since is None else " AND created_at >= ?"
             rows = self._sql(
                 f"SELECT {', '.join(ANSWER_COLUMNS)} FROM llm_calls "
                 f"WHERE error IS NULL AND key IN (SELECT unnest(?::VARCHAR[])){bounded} ORDER BY created_at",
-                [missing] if since is None else [missing, since],
+                [rest] if since is None else [rest, since],
             )
             for row in rows:  # the first answer to a key is its answer
                 found.setdefault(row["key"], row)

@@ -25,35 +25,35 @@ def test_keys_answered_during_a_run_are_kept_as_sorted_prefixes(monkeypatch: pyt
         answered.add((k, at) for k in [key, "not-hex", f"-{key[1:]}", f" {key[1:]}"])  # int() takes a sign, a space
     ordered = answered.prefixes.ordered
     assert len(ordered) >= 9 and list(ordered) == sorted(ordered)
-    assert answered.held(keys)[0] == keys and answered.held(["not-hex"])[0] == ["not-hex"]
-    assert answered.held([f"-{keys[0][1:]}"])[0] == [f"-{keys[0][1:]}"], "not hex: it may always be there"
-    assert answered.held(f"{n * 7919 + 1:016x}{n:048x}" for n in range(1, 11)) == ([], None)
+    assert list(answered.held(keys)) == keys and answered.held(["not-hex"]) == {"not-hex": None}
+    assert answered.held([f"-{keys[0][1:]}"]) == {f"-{keys[0][1:]}": None}, "not hex: it may always be there"
+    assert answered.held(f"{n * 7919 + 1:016x}{n:048x}" for n in range(1, 11)) == {}
 
 
-def test_a_lookup_is_bounded_by_the_earliest_answer_of_its_keys(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_each_key_is_held_with_the_earliest_answer_under_its_prefix(monkeypatch: pytest.MonkeyPatch) -> None:
     """Each prefix keeps the time of its first answer, before and after the merge, whichever order they came in;
-    a key that is not hex may have been answered at any time, so it leaves the lookup unbounded."""
+    a key that is not hex may have been answered at any time, so it has none."""
     monkeypatch.setattr(digests, "MERGE", 4)
     start = datetime(2026, 1, 1, 12)
     key = {n: f"{n:016x}" + "0" * 48 for n in range(1, 9)}
     answered = AnsweredKeys(array("Q", [1, 2]), array("q", [0, 10]))  # as read from the file
-    assert answered.held([key[2]]) == ([key[2]], datetime(1970, 1, 1) + timedelta(microseconds=10))
+    assert answered.held([key[2]]) == {key[2]: datetime(1970, 1, 1) + timedelta(microseconds=10)}
     answered.add([(key[3], start + timedelta(seconds=5)), (key[3], start + timedelta(seconds=1))])
-    assert answered.held([key[3], key[7]]) == ([key[3]], start + timedelta(seconds=1))
+    assert answered.held([key[3], key[7]]) == {key[3]: start + timedelta(seconds=1)}
     answered.add([(key[4], start), (key[5], start), (key[6], start)])  # merged now
     assert answered.prefixes.times is not None and len(answered.prefixes.ordered) == 6
     answered.add([(key[3], start + timedelta(seconds=9)), (key[3], start - timedelta(seconds=2))])
-    assert answered.held([key[3]]) == ([key[3]], start - timedelta(seconds=2))
+    assert answered.held([key[3]]) == {key[3]: start - timedelta(seconds=2)}
     answered.add([(key[2], start), (key[4], start - timedelta(days=1)), (key[7], start)])  # merged again
     assert list(answered.prefixes.ordered) == [1, 2, 3, 4, 5, 6, 7], "a prefix answered again is held once"
-    assert answered.held([key[2]])[1] == datetime(1970, 1, 1) + timedelta(microseconds=10), "the earlier kept"
-    assert answered.held([key[3]])[1] == start - timedelta(seconds=2)
-    assert answered.held([key[4]])[1] == start - timedelta(days=1)
-    assert answered.held([key[3], key[5]]) == ([key[3], key[5]], start - timedelta(seconds=2))
-    assert answered.held([key[3], "not-hex"]) == ([key[3], "not-hex"], None)
+    assert answered.held([key[2]])[key[2]] == datetime(1970, 1, 1) + timedelta(microseconds=10), "the earlier kept"
+    assert answered.held([key[3]])[key[3]] == start - timedelta(seconds=2)
+    assert answered.held([key[4]])[key[4]] == start - timedelta(days=1)
+    assert answered.held([key[3], key[5]]) == {key[3]: start - timedelta(seconds=2), key[5]: start}
+    assert answered.held([key[3], "not-hex"]) == {key[3]: start - timedelta(seconds=2), "not-hex": None}
     aware = start.replace(tzinfo=UTC) + timedelta(hours=1)  # counted as its UTC, as DuckDB stores it
     answered.add([(key[8], aware)])
-    assert answered.held([key[8]])[1] == start + timedelta(hours=1)
+    assert answered.held([key[8]])[key[8]] == start + timedelta(hours=1)
 
 
 def test_digests_added_since_are_found_before_and_after_they_are_merged(monkeypatch: pytest.MonkeyPatch) -> None:
