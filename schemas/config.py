@@ -274,6 +274,12 @@ class SeedSelection(RecipeParams):
         "a finished selection (InstructIR's released filtered_version), so only the one-positive rule applies",
         json_schema_extra=unstated(),
     )
+    one_query_per_passage: bool = Field(
+        False,
+        description="of eligible queries whose one positive is the same passage, seed only the one the sample "
+        "would draw first; the others are rejected",
+        json_schema_extra=unstated(),
+    )
 
     @model_validator(mode="after")
     def _bands(self) -> Self:

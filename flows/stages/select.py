@@ -4,7 +4,8 @@ Queries are kept inside their band. Passages are kept inside or outside theirs: 
 its released seeds (1,743 passages, none of length 255-371 characters) were kept outside.
 
 Three passes over the source (lengths, decisions, the eligible pairs' pages) keep memory flat on large
-collections: between passes only the bands and the eligible query ids are held. The sample is
+collections: between passes only the bands and the eligible query ids are held (with the passages more than
+one of them has, one query per passage). The sample is
 the ``limit`` eligible queries with the smallest hash of (seed, query id): stable under any file order.
 """
 
@@ -21,7 +22,7 @@ from ifsynth.flows.run.stage import Decided, Env, Outcome, RuleStage
 from ifsynth.schemas.config import RecipeParams, SeedSelection
 from ifsynth.schemas.records import ItemRecord
 from ifsynth.schemas.seeds import SeedPair
-from ifsynth.warehouse.keys import hash_sample, item_id
+from ifsynth.warehouse.keys import hash_sample, item_id, sha256
 
 PAGE = 1000
 Band = tuple[float, float]
@@ -65,10 +66,13 @@ class Bands:
 
 @dataclass(frozen=True)
 class Candidate:
-    """A seed pair to decide; ``drawn``: in the sample, were it eligible (the sample needs the run's limit)."""
+    """A seed pair to decide; ``drawn``: in the sample, were it eligible (the sample needs the run's limit);
+    ``shared``: the eligible query its passage seeds instead, and how many eligible queries have that passage
+    as their one positive (``one_query_per_passage``)."""
 
     pair: SeedPair
     drawn: bool = False
+    shared: tuple[str, int] | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -97,6 +101,11 @@ class SelectSeeds(RuleStage[Candidate]):
         pair = candidate.pair
         seed_id = item_id("seed", [], pair.query.query_id)
         found = reasons(pair, self.bands, selection(env.params))
+        if candidate.shared is not None:
+            kept_by, n = candidate.shared
+            doc_id = pair.positives[0].doc_id
+            reason = f"passage {doc_id} is the one positive of {n} eligible queries; query {kept_by} seeds it"
+            found.append(Broken("rule:one_query_per_passage", "one query per passage", n, 1, reason))
         if found:
             verdicts = [
                 env.verdict(
@@ -127,11 +136,18 @@ def candidates(
 ) -> Iterator[list[Candidate]]:
     """Pages of the ineligible pairs as they come, then of the eligible ones, each marked whether the sample of
     ``limit`` (none: all) drew it. The eligible pairs are read again for their pages, not held: memory keeps
-    their query ids alone, however many seeds there are. ``note`` hears how many one-positive seeds the length
-    bands took away: seeds that were selected already lose about three quarters to bands computed on them
-    again, and must not silently."""
+    their query ids (and, while they are read, their passages', one query per passage), however many seeds
+    there are. Of eligible queries whose one positive is the same passage, the one the sample would draw
+    first keeps it and the others are rejected, with ``one_query_per_passage``. ``note`` hears how many
+    one-positive seeds the length bands took away: seeds that were selected already lose about three
+    quarters to bands computed on them again, and must not silently."""
     eligible: list[str] = []
     banded = 0
+    kept: dict[str, tuple[str, int]] = {}  # a passage -> the eligible query it seeds, and how many have it
+    passed_over: set[str] = set()  # eligible queries whose passage another seeds
+
+    def rank(query_id: str) -> str:  # the sample's order: of two queries, the one it would draw first
+        return sha256(f"{params.seed}:{query_id}")
 
     def ineligible() -> Iterator[Candidate]:
         nonlocal banded
@@ -141,6 +157,14 @@ def candidates(
                 yield Candidate(pair)
             else:
                 eligible.append(pair.query.query_id)
+                if params.one_query_per_passage:
+                    query_id, doc_id = pair.query.query_id, pair.positives[0].doc_id
+                    if (held := kept.get(doc_id)) is None:
+                        kept[doc_id] = (query_id, 1)
+                    else:
+                        first, second = sorted((held[0], query_id), key=rank)
+                        kept[doc_id] = (first, held[1] + 1)
+                        passed_over.add(second)
 
     yield from _paged(ineligible())
     if note is not None and banded:
@@ -148,12 +172,20 @@ def candidates(
             f"select: the length bands reject {banded:,} of {banded + len(eligible):,} seeds with one positive; "
             "seeds selected already (InstructIR's filtered_version) take --set select=already_selected"
         )
+    kept = {doc_id: held for doc_id, held in kept.items() if held[1] > 1}  # the others are needed no more
+    if passed_over:
+        eligible[:] = [query_id for query_id in eligible if query_id not in passed_over]
     keep = len(eligible) if limit is None else limit
     chosen = set(hash_sample(eligible, keep, key=lambda query_id: f"{params.seed}:{query_id}"))
     eligible.clear()
-    yield from _paged(
-        Candidate(pair, pair.query.query_id in chosen) for pair in pairs() if not reasons(pair, bands, params)
-    )
+
+    def decided(pair: SeedPair) -> Candidate:
+        query_id = pair.query.query_id
+        if query_id in passed_over:
+            return Candidate(pair, shared=kept[pair.positives[0].doc_id])
+        return Candidate(pair, query_id in chosen)
+
+    yield from _paged(decided(pair) for pair in pairs() if not reasons(pair, bands, params))
 
 
 def _paged(candidates: Iterable[Candidate]) -> Iterator[list[Candidate]]:

@@ -89,3 +89,26 @@ def test_every_pair_is_decided_once() -> None:
     decided = [d for page in candidates(lambda: PAIRS, BANDS, PARAMS, limit=4) for d in stage.decide(e, page)]
     assert Counter(o.decision for _, o in decided) == {"reject": 10, "pass": 4, "set_aside": 6}
     assert len({seed_id for seed_id, _ in decided}) == 20
+
+
+def test_a_passage_that_is_the_positive_of_several_queries_seeds_the_one_the_sample_draws_first() -> None:
+    """InstructIR's ids, ``<pid>_<k>``, name one rewrite of a passage per k: two seeds of one passage made two
+    documents of one id, and the release failed at the end of the run. The query the sample would draw first
+    keeps the passage, whatever the file's order; the others are rejected, saying which query seeds it."""
+    shared = [p.model_copy(update={"positives": PAIRS[9].positives}) for p in PAIRS[10:13]]  # q11-q13: q10's passage
+    seeds = [*PAIRS[:10], *shared, *PAIRS[13:]]
+    stage, e = SelectSeeds(bands=BANDS), at(env("instructir", length_unit="words", passage_band="inside"), "select")
+
+    def decided(pairs: list[SeedPair], params: InstructIRParams = PARAMS) -> dict[str | None, tuple[str, list[str]]]:
+        listed = [d for page in candidates(lambda: pairs, BANDS, params, limit=None) for d in stage.decide(e, page)]
+        return {seed_id: (o.decision, [v.reason for v in o.verdicts]) for seed_id, o in listed}
+
+    found = decided(seeds)
+    sharing = {f"q{n}": item_id("seed", [], f"q{n}") for n in range(10, 14)}
+    kept = [q for q, seed_id in sharing.items() if found[seed_id][0] == "pass"]
+    assert len(kept) == 1 and Counter(o for o, _ in found.values()) == {"reject": 13, "pass": 7}
+    reason = f"passage dq100 is the one positive of 4 eligible queries; query {kept[0]} seeds it"
+    assert all(found[s] == ("reject", [reason]) for q, s in sharing.items() if q != kept[0])
+    assert decided(seeds[::-1]) == found, "any order"
+    alike = decided(seeds, PARAMS.model_copy(update={"one_query_per_passage": False}))
+    assert all(alike[s][0] == "pass" for s in sharing.values()), "InF-IR's tuples name their own passages"

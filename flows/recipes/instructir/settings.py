@@ -27,6 +27,13 @@ class InstructIRParams(SeedSelection):
         "selection (the release's filtered_version), only the one-positive rule applies",
         json_schema_extra=paper("bands"),
     )
+    one_query_per_passage: bool = Field(
+        True,
+        description="of eligible queries whose one positive is the same passage, seed only the one the sample "
+        "would draw first: its ids, <pid>_<k>, name one rewrite of a passage per k (the release has no passage "
+        "under two queries)",
+        json_schema_extra=unstated(),
+    )
     q1_min_score: int = Field(
         4,
         ge=1,
