@@ -271,7 +271,8 @@ class SeedSelection(RecipeParams):
     select: Selection = Field(
         "bands",
         description="bands: keep the seeds inside length bands computed from them; already_selected: the seeds are "
-        "a finished selection (InstructIR's released filtered_version), so only the one-positive rule applies",
+        "a finished selection (InstructIR's released filtered_version), so only the one-positive rule (and one query "
+        "per passage, when set) applies",
         json_schema_extra=unstated(),
     )
     one_query_per_passage: bool = Field(

@@ -834,7 +834,7 @@ class Warehouse:
                 if self._answered is None:  # the file's answers, and those still on their way to it
                     with self._statement() as cursor:
                         self._answered = AnsweredKeys.read(cursor)
-                    # every answer still on its way, not only each key's first: the earliest time is the bound
+                    # every answer still on its way, not only each key's first: the earliest is the one noted
                     calls = chain(self._buffers["llm_calls"].values(), self._writing_rows.get("llm_calls", []))
                     self._answered.add((row["key"], row["created_at"]) for row in calls if row["error"] is None)
                 firsts = self._answered.held(missing)
@@ -861,7 +861,7 @@ class Warehouse:
             )
             for row in rows:  # each key's row at its own time, not at another key's of the batch
                 if row.pop("created_at") == timed[row["key"]]:
-                    found[row["key"]] = row
+                    found.setdefault(row["key"], row)
         rest = [key for key in firsts if key not in found]
         if rest:
             bounds = [firsts[key] for key in rest]

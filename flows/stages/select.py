@@ -5,8 +5,8 @@ its released seeds (1,743 passages, none of length 255-371 characters) were kept
 
 Three passes over the source (lengths, decisions, the eligible pairs' pages) keep memory flat on large
 collections: between passes only the bands and the eligible query ids are held (with the passages more than
-one of them has, one query per passage). The sample is
-the ``limit`` eligible queries with the smallest hash of (seed, query id): stable under any file order.
+one of them has, one query per passage). The sample is the ``limit`` eligible queries with the smallest hash
+of (seed, query id): stable under any file order.
 """
 
 from __future__ import annotations
@@ -67,8 +67,8 @@ class Bands:
 @dataclass(frozen=True)
 class Candidate:
     """A seed pair to decide; ``drawn``: in the sample, were it eligible (the sample needs the run's limit);
-    ``shared``: the eligible query its passage seeds instead, and how many eligible queries have that passage
-    as their one positive (``one_query_per_passage``)."""
+    ``shared``: the eligible query that may seed its passage instead, and how many eligible queries have that
+    passage as their one positive (``one_query_per_passage``)."""
 
     pair: SeedPair
     drawn: bool = False
@@ -104,7 +104,10 @@ class SelectSeeds(RuleStage[Candidate]):
         if candidate.shared is not None:
             kept_by, n = candidate.shared
             doc_id = pair.positives[0].doc_id
-            reason = f"passage {doc_id} is the one positive of {n} eligible queries; query {kept_by} seeds it"
+            reason = (
+                f"passage {doc_id} is the one positive of {n} eligible queries; only query {kept_by}, the first "
+                "the sample would draw, may seed it"
+            )
             found.append(Broken("rule:one_query_per_passage", "one query per passage", n, 1, reason))
         if found:
             verdicts = [
@@ -143,11 +146,11 @@ def candidates(
     quarters to bands computed on them again, and must not silently."""
     eligible: list[str] = []
     banded = 0
-    kept: dict[str, tuple[str, int]] = {}  # a passage -> the eligible query it seeds, and how many have it
-    passed_over: set[str] = set()  # eligible queries whose passage another seeds
+    kept: dict[str, tuple[str, int]] = {}  # a passage -> the eligible query that may seed it, and how many have it
+    passed_over: set[str] = set()  # eligible queries whose passage another may seed
 
-    def rank(query_id: str) -> str:  # the sample's order: of two queries, the one it would draw first
-        return sha256(f"{params.seed}:{query_id}")
+    def drawn_by(query_id: str) -> str:  # the sample's order is the hash of this
+        return f"{params.seed}:{query_id}"
 
     def ineligible() -> Iterator[Candidate]:
         nonlocal banded
@@ -161,8 +164,8 @@ def candidates(
                     query_id, doc_id = pair.query.query_id, pair.positives[0].doc_id
                     if (held := kept.get(doc_id)) is None:
                         kept[doc_id] = (query_id, 1)
-                    else:
-                        first, second = sorted((held[0], query_id), key=rank)
+                    elif held[0] != query_id:  # (a query read twice is one query)
+                        first, second = sorted((held[0], query_id), key=lambda q: sha256(drawn_by(q)))
                         kept[doc_id] = (first, held[1] + 1)
                         passed_over.add(second)
 
@@ -176,13 +179,14 @@ def candidates(
     if passed_over:
         eligible[:] = [query_id for query_id in eligible if query_id not in passed_over]
     keep = len(eligible) if limit is None else limit
-    chosen = set(hash_sample(eligible, keep, key=lambda query_id: f"{params.seed}:{query_id}"))
+    chosen = set(hash_sample(eligible, keep, key=drawn_by))
     eligible.clear()
 
     def decided(pair: SeedPair) -> Candidate:
         query_id = pair.query.query_id
-        if query_id in passed_over:
-            return Candidate(pair, shared=kept[pair.positives[0].doc_id])
+        held = kept.get(pair.positives[0].doc_id)
+        if held is not None and held[0] != query_id:
+            return Candidate(pair, shared=held)
         return Candidate(pair, query_id in chosen)
 
     yield from _paged(decided(pair) for pair in pairs() if not reasons(pair, bands, params))

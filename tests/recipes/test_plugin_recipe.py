@@ -8,12 +8,13 @@ import json
 from typing import Any
 
 import pytest
-from ifsynth_promptriever.stages import JudgeNegatives, WriteNegatives
+from ifsynth_promptriever.stages import JudgeNegatives, WriteNegatives, triplet_rows
 
 from ifsynth.flows.run.config import resolve
 from ifsynth.flows.run.registry import recipe
 from ifsynth.flows.run.runner import execute
 from ifsynth.flows.run.stage import Outcome
+from ifsynth.flows.stages.assemble import Rows
 from ifsynth.schemas.answers import RelevanceLabel, query_negatives
 from ifsynth.warehouse.store import Warehouse
 from tests.conftest import REPO, invoke
@@ -149,3 +150,17 @@ def test_the_plugin_is_four_files_beside_its_templates_and_seeds() -> None:
     ]
     assert sorted(code) == ["ifsynth_promptriever/__init__.py", "ifsynth_promptriever/export.py",
                             "ifsynth_promptriever/stages.py", "pyproject.toml"]  # fmt: skip
+
+
+def test_a_positive_of_two_queries_is_one_document_of_the_release() -> None:
+    """The plugin keeps each query's positive as it is, under its own id: two queries of one positive gave two
+    rows of one document, and the release failed at the end of the run."""
+    rows = Rows()
+    for query_id in ("q1", "q2"):
+        negative = item("judge", "negative", query_id, query_id=query_id, doc_id="d7", query=f"{query_id}?",
+                        passage="p", instruction="i", negative="n")  # fmt: skip
+        triplet_rows(rows, negative, 1)
+    assert [d["doc_id"] for d in rows.docs] == ["d7", "q1-negative-1", "q2-negative-1"]
+    assert [(r["query_id"], r["doc_id"], r["score"]) for r in rows.qrels] == [
+        ("q1", "d7", 1), ("q1", "q1-negative-1", 0), ("q2", "d7", 1), ("q2", "q2-negative-1", 0)
+    ]  # fmt: skip

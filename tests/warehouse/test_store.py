@@ -533,11 +533,14 @@ def test_a_lookup_reads_the_row_groups_of_its_keys_first_answers(
         late = start + timedelta(days=1)
         warehouse.add_call(answered_at(40_000, late, "first"))
         warehouse.add_call(answered_at(40_000, late + timedelta(seconds=1), "second"))
+        warehouse.add_call(answered_at(40_002, late + timedelta(seconds=1), "at the other's second"))
         warehouse.flush()
         # the file's answered keys read (every call's), nothing looked up
         assert warehouse.cached([random_key(-1)]) == {}
         found, _ = looked_up([random_key(40_000)])
         assert found == {random_key(40_000): "first"}
+        found, _ = looked_up([random_key(40_000), random_key(40_002)])  # one's second answer at the other's time
+        assert found == {random_key(40_000): "first", random_key(40_002): "at the other's second"}
         found, early = looked_up([random_key(3), random_key(40_000)])  # answered when the file began
         assert found == {random_key(3): "000003" * 50, random_key(40_000): "first"}
         found, alone = looked_up([random_key(3)])

@@ -133,7 +133,10 @@ def triplet_rows(rows: Rows, item: ItemRecord, number: int) -> None:
                 "meta": "{}",
             }
         )
-        rows.docs.append({"doc_id": negative.doc_id, "title": negative.title, "text": negative.passage, "meta": "{}"})
+        if negative.doc_id not in rows.used:  # a positive of two queries is one document
+            rows.docs.append(
+                {"doc_id": negative.doc_id, "title": negative.title, "text": negative.passage, "meta": "{}"}
+            )
         rows.qrels.append({"mode": INSTRUCTED, "query_id": query_id, "doc_id": negative.doc_id, "score": 1})
         rows.used.add(negative.doc_id)
     doc_id = f"{query_id}-negative-{number}"
