@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import duckdb
+import pyarrow as pa
 import pytest
 
 from ifsynth.flows.run.context import recorded
@@ -745,16 +746,19 @@ def test_a_large_release_lets_what_its_open_transaction_holds_go(
     warehouse_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Until its commit, a release's transaction holds the rows added (and those DuckDB wrote ahead): past
-    KEPT_BLOCK_BYTES they are let go after a part, the limit set back, and the commit keeps every row."""
+    KEPT_BLOCK_BYTES they are let go after a part, the limit set back, and the commit keeps every row. The
+    parts' Arrow tables are not held with them (a view registered for each held its table to the commit)."""
     about: dict[str, Any] = {"name": "r", "run_id": None, "recipe": "instructir", "source": "demo"}
     held = "SELECT sum(memory_usage_bytes) AS b FROM duckdb_memory() WHERE tag IN ('BASE_TABLE', 'IN_MEMORY_TABLE')"
     limit = "SELECT current_setting('memory_limit') AS m"
     monkeypatch.setattr(store, "KEPT_BLOCK_BYTES", 1 << 20)
     with Warehouse(warehouse_path) as warehouse:
         configured = query(warehouse, limit)[0]["m"]
+        arrow = pa.total_allocated_bytes()
         with warehouse.writing_release(**about) as release:
             for part in range(0, 20_000, 2000):
                 release.add(docs=[{**doc(i), "text": f"passage {i} " * 60} for i in range(part, part + 2000)])
+                assert pa.total_allocated_bytes() - arrow < 1 << 20  # a part's table is 1.5 MB
                 assert query(warehouse, held)[0]["b"] < 1 << 20
                 assert query(warehouse, limit)[0]["m"] == configured
                 assert warehouse.release_docs("r") == []  # (another cursor) not committed
