@@ -164,7 +164,7 @@ def candidates(
                     query_id, doc_id = pair.query.query_id, pair.positives[0].doc_id
                     if (held := kept.get(doc_id)) is None:
                         kept[doc_id] = (query_id, 1)
-                    elif held[0] != query_id:  # (a query read twice is one query)
+                    elif held[0] != query_id and query_id not in passed_over:  # (a query read twice is one)
                         first, second = sorted((held[0], query_id), key=lambda q: sha256(drawn_by(q)))
                         kept[doc_id] = (first, held[1] + 1)
                         passed_over.add(second)

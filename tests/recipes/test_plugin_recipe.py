@@ -155,12 +155,13 @@ def test_the_plugin_is_four_files_beside_its_templates_and_seeds() -> None:
 def test_a_positive_of_two_queries_is_one_document_of_the_release() -> None:
     """The plugin keeps each query's positive as it is, under its own id: two queries of one positive gave two
     rows of one document, and the release failed at the end of the run."""
-    rows = Rows()
-    for query_id in ("q1", "q2"):
+    used: set[str] = set()
+    pages = [Rows(used=used), Rows(used=used)]  # one query a page: the release's pages share what they used
+    for query_id, rows in zip(("q1", "q2"), pages, strict=True):
         negative = item("judge", "negative", query_id, query_id=query_id, doc_id="d7", query=f"{query_id}?",
                         passage="p", instruction="i", negative="n")  # fmt: skip
         triplet_rows(rows, negative, 1)
-    assert [d["doc_id"] for d in rows.docs] == ["d7", "q1-negative-1", "q2-negative-1"]
-    assert [(r["query_id"], r["doc_id"], r["score"]) for r in rows.qrels] == [
+    assert [d["doc_id"] for rows in pages for d in rows.docs] == ["d7", "q1-negative-1", "q2-negative-1"]
+    assert [(r["query_id"], r["doc_id"], r["score"]) for rows in pages for r in rows.qrels] == [
         ("q1", "d7", 1), ("q1", "q1-negative-1", 0), ("q2", "d7", 1), ("q2", "q2-negative-1", 0)
     ]  # fmt: skip

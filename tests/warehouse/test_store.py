@@ -532,8 +532,8 @@ def test_a_lookup_reads_the_row_groups_of_its_keys_first_answers(
         warehouse.add_call(answered_at(40_001, start + timedelta(days=2), "twin").model_copy(update={"key": twin}))
     with Warehouse(path) as warehouse:
         late = start + timedelta(days=1)
+        warehouse.add_call(answered_at(40_000, late + timedelta(seconds=1), "second"))  # written first
         warehouse.add_call(answered_at(40_000, late, "first"))
-        warehouse.add_call(answered_at(40_000, late + timedelta(seconds=1), "second"))
         warehouse.add_call(answered_at(40_002, late + timedelta(seconds=1), "at the other's second"))
         warehouse.flush()
         # the file's answered keys read (every call's), nothing looked up
