@@ -22,7 +22,7 @@ from ifsynth.flows.run.stage import Decided, Env, Outcome, RuleStage
 from ifsynth.schemas.config import RecipeParams, SeedSelection
 from ifsynth.schemas.records import ItemRecord
 from ifsynth.schemas.seeds import SeedPair
-from ifsynth.warehouse.keys import hash_sample, item_id, sha256
+from ifsynth.warehouse.keys import hash_sample, item_id
 
 PAGE = 1000
 Band = tuple[float, float]
@@ -149,7 +149,7 @@ def candidates(
     kept: dict[str, tuple[str, int]] = {}  # a passage -> the eligible query that may seed it, and how many have it
     passed_over: set[str] = set()  # eligible queries whose passage another may seed
 
-    def drawn_by(query_id: str) -> str:  # the sample's order is the hash of this
+    def drawn_by(query_id: str) -> str:  # what the sample orders queries by
         return f"{params.seed}:{query_id}"
 
     def ineligible() -> Iterator[Candidate]:
@@ -165,9 +165,9 @@ def candidates(
                     if (held := kept.get(doc_id)) is None:
                         kept[doc_id] = (query_id, 1)
                     elif held[0] != query_id and query_id not in passed_over:  # (a query read twice is one)
-                        first, second = sorted((held[0], query_id), key=lambda q: sha256(drawn_by(q)))
+                        (first,) = hash_sample((held[0], query_id), 1, key=drawn_by)  # as the sample would
                         kept[doc_id] = (first, held[1] + 1)
-                        passed_over.add(second)
+                        passed_over.add(query_id if first == held[0] else held[0])
 
     yield from _paged(ineligible())
     if note is not None and banded:
