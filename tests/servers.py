@@ -88,8 +88,9 @@ def work_pool(root: Path, name: str, workers: int = 2) -> Iterator[list[subproce
     made = subprocess.run([prefect, "work-pool", "create", name, "--type", "process"], capture_output=True, text=True)
     assert made.returncode == 0, made.stderr
     # the workers' own lines in their logs, which ifsynth's quiet console defaults would hide
+    # and their temporary folders in ``root``: a worker killed at the end leaves each flow run's behind
     env = {**os.environ, "PREFECT_WORKER_QUERY_SECONDS": "1", "PREFECT_LOGGING_LEVEL": "INFO",
-           "PREFECT_LOGGING_HANDLERS_CONSOLE_LEVEL": "INFO"}  # fmt: skip
+           "PREFECT_LOGGING_HANDLERS_CONSOLE_LEVEL": "INFO", "TMPDIR": str(root)}  # fmt: skip
     started = []
     try:
         for number in range(1, workers + 1):
