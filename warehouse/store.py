@@ -844,23 +844,23 @@ class Warehouse:
 
     def _first_answers(self, firsts: Mapping[str, datetime | None]) -> dict[str, dict[str, Any]]:
         """Each key's first answer in the file, read first where its noted time says: a row of a key at the
-        earliest time noted under its 64 bits is its first answer (any earlier would have been noted). DuckDB
-        then reads only the row groups whose range of times holds one of them (its filter from a join's
-        values, ``dynamic_or_filter_threshold``: up to 50 times, their range beyond), a few for a batch however
-        long the run; bounded by the earliest time alone, a request answered early in a run read every call
-        written since, a longer read the longer the run. The keys not found so (a time noted for another key of
-        the same 64 bits, a first answer deleted since, a key that is not hex) are read from their earliest
-        time on."""
+        earliest time noted under its 64 bits is its first answer (any earlier would have been noted). The read
+        asks for those times alone, as constants, which DuckDB checks against each row group's range of times:
+        it reads a few row groups for a batch however long the run, and only their rows at those times. Asked
+        for the keys as well, DuckDB read the key column of every row group it did not skip, twice the memory
+        of this read on a 20,000-seed run's file (bench/README.md, "Twenty-sixth round"); a row of another key
+        at one of these times is dropped here. The keys not found so (a time noted for another key of the same 64 bits,
+        a first answer deleted since, a key that is not hex) are read from their earliest time on."""
         timed = {key: at for key, at in firsts.items() if at is not None}
         found: dict[str, dict[str, Any]] = {}
         if timed:
             rows = self._sql(
-                f"SELECT {', '.join(ANSWER_COLUMNS)}, created_at FROM llm_calls WHERE error IS NULL "
-                "AND key IN (SELECT unnest(?::VARCHAR[])) AND created_at IN (SELECT unnest(?::TIMESTAMP[]))",
-                [list(timed), sorted(set(timed.values()))],
+                f"SELECT {', '.join(ANSWER_COLUMNS)}, created_at FROM llm_calls "
+                "WHERE error IS NULL AND list_contains(?::TIMESTAMP[], created_at)",
+                [sorted(set(timed.values()))],
             )
-            for row in rows:  # each key's row at its own time, not at another key's of the batch
-                if row.pop("created_at") == timed[row["key"]]:
+            for row in rows:  # each key's row at its own time, not another key's or at another key's time
+                if row.pop("created_at") == timed.get(row["key"]):
                     found.setdefault(row["key"], row)
         rest = [key for key in firsts if key not in found]
         if rest:

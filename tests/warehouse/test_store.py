@@ -542,6 +542,8 @@ def test_a_lookup_reads_the_row_groups_of_its_keys_first_answers(
         assert found == {random_key(40_000): "first"}
         found, _ = looked_up([random_key(40_000), random_key(40_002)])  # one's second answer at the other's time
         assert found == {random_key(40_000): "first", random_key(40_002): "at the other's second"}
+        found, _ = looked_up([random_key(40_002)])  # a key not asked for, at the time of one asked for
+        assert found == {random_key(40_002): "at the other's second"}
         found, early = looked_up([random_key(3), random_key(40_000)])  # answered when the file began
         assert found == {random_key(3): "000003" * 50, random_key(40_000): "first"}
         found, alone = looked_up([random_key(3)])
