@@ -49,12 +49,16 @@ ROW_GROUP_ROWS = 8192
 # in a run), against 25-28 MB for a checkpoint that only writes what was appended, and set a long run's peak
 # (bench/README.md, "Twenty-second round"). An open that deletes (a run continued, a release replaced)
 # vacuums from then on (``_delete``), as DuckDB does by default: a checkpoint vacuums only the tables changed
-# since the one before, so the one that writes the deletes must.
+# since the one before, so the one that writes the deletes must. DuckDB's own threshold (a checkpoint each 16 MB
+# of log) stays: at 4 MB a 20,000-seed run's peak was 10 MB lower, but each checkpoint leaves a row group more,
+# and a 100,000-seed run's peak was 40 MB higher (bench/README.md, "Twenty-sixth round").
 CHECKPOINTS = {"max_vacuum_tasks": 0}
 # Table blocks DuckDB may keep in its buffer pool after a write before they are let go. It keeps every block
 # it writes or reads up to its memory limit (80 % of RAM by default), so a run's process grew with what it wrote
-# (bench/README.md, "Seventeenth round"); a later read of a block let go reads it from the file again.
-KEPT_BLOCK_BYTES = 16 << 20
+# (bench/README.md, "Seventeenth round"); a later read of a block let go reads it from the file again. At 4 MB
+# rather than 16 a 20,000-seed run's peak was 305-310 MB against 310-314, and a 100,000-seed run's no higher
+# ("Twenty-sixth round").
+KEPT_BLOCK_BYTES = 4 << 20
 # DuckDB's allocator (jemalloc) keeps what a thread freed until a task of that thread has allocated more than
 # this, then hands it back: 128 MB by default, past which a writer's checkpoints and scans seldom go. At 8 MB a
 # 20,000-seed run's peak was 358-368 MB against 377-392 MB in the same sitting (bench/README.md, "Eighteenth round").

@@ -446,7 +446,7 @@ def test_the_blocks_a_write_leaves_in_duckdb_are_let_go_and_the_limit_stays(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, memory_limit: str | None
 ) -> None:
     path = tmp_path / "w.duckdb"
-
+    monkeypatch.setattr(store, "KEPT_BLOCK_BYTES", 64 << 20)
     with Warehouse(path, memory_limit=memory_limit) as warehouse:
         limit = query(warehouse, "SELECT current_setting('memory_limit') AS m")[0]["m"]
         for i in range(20_000):
