@@ -87,8 +87,8 @@ def work_pool(root: Path, name: str, workers: int = 2) -> Iterator[list[subproce
     prefect = str(Path(sys.executable).with_name("prefect"))
     made = subprocess.run([prefect, "work-pool", "create", name, "--type", "process"], capture_output=True, text=True)
     assert made.returncode == 0, made.stderr
-    # the workers' own lines in their logs, which ifsynth's quiet console defaults would hide
-    # and their temporary folders in ``root``: a worker killed at the end leaves each flow run's behind
+    # The workers' own lines go to their logs (ifsynth's quiet console defaults would hide them), and their
+    # temporary folders to ``root``: a worker killed at the end leaves each flow run's folder behind.
     env = {**os.environ, "PREFECT_WORKER_QUERY_SECONDS": "1", "PREFECT_LOGGING_LEVEL": "INFO",
            "PREFECT_LOGGING_HANDLERS_CONSOLE_LEVEL": "INFO", "TMPDIR": str(root)}  # fmt: skip
     started = []

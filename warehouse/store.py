@@ -50,21 +50,21 @@ ROW_GROUP_ROWS = 8192
 # (bench/README.md, "Twenty-second round"). An open that deletes (a run continued, a release replaced)
 # vacuums from then on (``_delete``), as DuckDB does by default: a checkpoint vacuums only the tables changed
 # since the one before, so the one that writes the deletes must. DuckDB's own threshold (a checkpoint each 16 MB
-# of log) stays: at 4 MB a 20,000-seed run's peak was 10 MB lower, but each checkpoint leaves a row group more,
-# and a 100,000-seed run's peak was 40 MB higher (bench/README.md, "Twenty-sixth round").
+# of log) stays: at 4 MB a 20,000-seed run's peak was lower (299.5 and 297.9 MB), but each checkpoint leaves a
+# row group more, and a 100,000-seed run's was 415.6 MB against 375.9 (bench/README.md, "Twenty-sixth round").
 CHECKPOINTS = {"max_vacuum_tasks": 0}
 # Table blocks DuckDB may keep in its buffer pool after a write before they are let go. It keeps every block
 # it writes or reads up to its memory limit (80 % of RAM by default), so a run's process grew with what it wrote
-# (bench/README.md, "Seventeenth round"); a later read of a block let go reads it from the file again. At 4 MB
-# rather than 16 a 20,000-seed run's peak was 305-310 MB against 310-314, and a 100,000-seed run's no higher
-# ("Twenty-sixth round").
+# (bench/README.md, "Seventeenth round"); a later read of a block let go reads it from the file again. A
+# release lets its pages' blocks go past the same (``_let_parts_go``). At 4 MB rather than 16, a 20,000-seed
+# run's peak was 306.1 and 305.2 MB against 310.6 and 314.4 in one sitting ("Twenty-sixth round").
 KEPT_BLOCK_BYTES = 4 << 20
 # DuckDB's allocator (jemalloc) keeps what a thread freed until a task of that thread has allocated more than
 # this, then hands it back: 128 MB by default, past which a writer's checkpoints and scans seldom go. At 8 MB a
 # 20,000-seed run's peak was 358-368 MB against 377-392 MB in the same sitting (bench/README.md, "Eighteenth round").
 ALLOCATOR = {"allocator_flush_threshold": "8MB"}
-# What a cache hit reads of a call (flows/llm/gateway.py). A lookup scans the calls, so it reads the blocks of
-# every column it returns in every row group; the request, the largest column, is not among them.
+# What a cache hit reads of a call (flows/llm/gateway.py). A lookup reads the blocks of every column it returns
+# in each row group it does not skip; the request, the largest column, is not among them.
 ANSWER_COLUMNS = ("key", "response", "finish_reason", "logprobs")
 
 _STR = pa.string()
@@ -850,11 +850,13 @@ class Warehouse:
         """Each key's first answer in the file, read first where its noted time says: a row of a key at the
         earliest time noted under its 64 bits is its first answer (any earlier would have been noted). The read
         asks for those times alone, as constants, which DuckDB checks against each row group's range of times:
-        it reads a few row groups for a batch however long the run, and only their rows at those times. Asked
-        for the keys as well, DuckDB read the key column of every row group it did not skip, twice the memory
-        of this read on a 20,000-seed run's file (bench/README.md, "Twenty-sixth round"); a row of another key
-        at one of these times is dropped here. The keys not found so (a time noted for another key of the same 64 bits,
-        a first answer deleted since, a key that is not hex) are read from their earliest time on."""
+        a batch of a few keys reads a few row groups however long the run (one of hundreds reads them all, no
+        slower than a join), and only their rows at those times. Asked for the keys as well, DuckDB read the key
+        column of every row group it did not skip, twice the memory of this read on a 20,000-seed run's file
+        (bench/README.md, "Twenty-sixth round"). Rows of other keys at these times come back too and are
+        dropped here; calls are stamped as they are answered, so they are few. The keys not found so (a time
+        noted for another key of the same 64 bits, a first answer deleted since, a key that is not hex) are
+        read from their earliest time on."""
         timed = {key: at for key, at in firsts.items() if at is not None}
         found: dict[str, dict[str, Any]] = {}
         if timed:
