@@ -24,7 +24,7 @@ class InstructIRParams(SeedSelection):
     select: Selection = Field(
         "bands",
         description="bands: length bands computed from the seeds; already_selected: the seeds are a finished "
-        "selection (the release's filtered_version), only the one-positive rule and one query per passage apply",
+        "selection (the release's filtered_version), only the one-positive rule and one_query_per_passage apply",
         json_schema_extra=paper("bands"),
     )
     one_query_per_passage: bool = Field(
