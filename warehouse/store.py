@@ -168,6 +168,7 @@ def _insert(cursor: duckdb.DuckDBPyConnection, statement: str, data: pa.Table, p
     transaction held every page it wrote (35 MB of Arrow at 100,000 seeds; bench/README.md, "Twenty-fifth
     round")."""
     incoming = data  # noqa: F841 (read by DuckDB, by its name)
+    # not through ``_count``: DuckDB looks for ``incoming`` in the frame that executes, and no other
     return int(cursor.execute(statement, params or []).fetchall()[0][0])
 
 
