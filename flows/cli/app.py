@@ -416,8 +416,7 @@ def demo(
     local_model: LocalModel = None,
 ) -> None:
     """The offline demo: the built-in seeds, the embedded local model, a small sizing; then a BEIR export."""
-    from ifsynth.flows.cli.demo import DEMO_SETTINGS, demo_config
-    from ifsynth.flows.run.exports import export as export_release
+    from ifsynth.flows.cli.demo import DEMO_SETTINGS, demo_config, export_demo
 
     settings = demo_config(local_model)
     out.print(
@@ -430,7 +429,13 @@ def demo(
         out.print("  (a 135M model writes weak text: this shows the pipeline working, not benchmark-quality data)")
     run_id = _run_and_report(ctx, settings, as_json=False)
     with _open(ctx) as warehouse:
-        written = export_release(warehouse, release_for(warehouse, run_id), "beir", out_dir, overwrite=True).files
+        written = export_demo(warehouse, run_id, out_dir)
+    if written is None:
+        out.print(
+            "export: none, as the judges kept no query (a 135M model judges close to chance); "
+            "`ifsynth audit` shows what each judge removed and why"
+        )
+        return
     out.print(f"export: {len(written)} files written to [bold]{out_dir.resolve()}[/bold] (BEIR layout)")
 
 

@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from ifsynth.flows.cli.demo import export_demo
 from ifsynth.flows.run.config import resolve
 from ifsynth.flows.run.exports import export
 from ifsynth.flows.run.runner import execute
@@ -105,6 +106,24 @@ def test_a_strict_group_filter_rejects_small_groups_with_reasons(server: FakeOpe
         rows = audit.audit(wh, run_id, stage="group_filter", status="rejected", limit=None)
     assert len(rows) == 15
     assert all(r["judge"] == "rule" and "kept 3 instances; at least 4 needed" in r["reason"] for r in rows)
+
+
+def test_the_demo_exports_a_release_and_says_so_when_the_judges_kept_no_query(
+    server: FakeOpenAI, tmp_path: Path
+) -> None:
+    """A 135M model judges close to chance, so the demo's judges may keep nothing: the demo then writes no
+    folder and says so, where an export of the empty release would stop it as an error."""
+    kept = run(server, tmp_path / "kept.duckdb", "min_group_size=3")
+    empty = run(server, tmp_path / "empty.duckdb", "min_group_size=4")
+    with Warehouse(tmp_path / "kept.duckdb", read_only=True) as wh:
+        files = export_demo(wh, kept, tmp_path / "kept")
+        queries = len(wh.ordered_queries(release_for(wh, kept)))
+    with Warehouse(tmp_path / "empty.duckdb", read_only=True) as wh:
+        assert export_demo(wh, empty, tmp_path / "empty") is None
+    assert not (tmp_path / "empty").exists()
+    assert files is not None and all(path.is_file() for path in files)
+    written = (tmp_path / "kept" / "queries.jsonl").read_text().splitlines()
+    assert len(written) == queries > 0
 
 
 def test_changing_one_template_resends_only_its_stage(server: FakeOpenAI, tmp_path: Path) -> None:
