@@ -104,14 +104,7 @@ def export(
     meta = warehouse.release_row(release)
     if meta is None:
         raise UnknownRelease(release)
-    out = Path(out)
-    if out.name in ("", ".", ".."):  # `.`, `..`: the current folder or a parent
-        raise WarehouseError(
-            f"--out `{out}` names no folder of its own (an export replaces its folder whole); "
-            f"give one, e.g. --out exports/{release}"
-        )
-    if out.exists() and not out.is_dir():
-        raise WarehouseError(f"`{out}` is a file; give a folder to export into")
+    out = _folder(out, release)
     if out.is_dir() and any(out.iterdir()) and not overwrite:
         raise WarehouseError(f"`{out}` already holds files; pass --overwrite to replace them, or another --out")
     queries = warehouse.ordered_queries(release)
@@ -152,6 +145,32 @@ def _unwritable(out: Path, exc: OSError) -> str:
     if exc.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
         return f"cannot write into {folder} ({exc.strerror}): give an --out in a folder you may write"
     return f"cannot export into `{out}`: {exc.strerror or exc}; give another --out"
+
+
+def withdraw(out: str | Path, release: str) -> None:
+    """Remove the export in ``out``, as an export with ``overwrite`` would replace it: for a release that has
+    nothing to export, so that ``out`` does not go on holding another's. A folder holding anything an export did
+    not write is refused, never deleted."""
+    out = _folder(out, release)
+    foreign = _not_exported(out)
+    if foreign:
+        raise WarehouseError(f"`{out}` holds {foreign[0]}, which no export wrote: give another --out")
+    if out.is_dir():
+        shutil.rmtree(out)
+    _manifest(out).unlink(missing_ok=True)
+
+
+def _folder(out: str | Path, release: str) -> Path:
+    """``out`` as a folder an export may replace whole."""
+    out = Path(out)
+    if out.name in ("", ".", ".."):  # `.`, `..`: the current folder or a parent
+        raise WarehouseError(
+            f"--out `{out}` names no folder of its own (an export replaces its folder whole); "
+            f"give one, e.g. --out exports/{release}"
+        )
+    if out.exists() and not out.is_dir():
+        raise WarehouseError(f"`{out}` is a file; give a folder to export into")
+    return out
 
 
 @contextmanager

@@ -431,9 +431,10 @@ def demo(
     with _open(ctx) as warehouse:
         written = export_demo(warehouse, run_id, out_dir)
     if written is None:
+        small = " (a 135M model judges close to chance)" if local_model is None else ""
         out.print(
-            "export: none, as the judges kept no query (a 135M model judges close to chance); "
-            "`ifsynth audit` shows what each judge removed and why"
+            f"export: none, as no query was kept{small}; `ifsynth funnel` shows where the items went, and "
+            f"`ifsynth audit` why each filter removed them; nothing is left in {out_dir.resolve()}"
         )
         return
     out.print(f"export: {len(written)} files written to [bold]{out_dir.resolve()}[/bold] (BEIR layout)")

@@ -8,7 +8,7 @@ from ifsynth.flows.llm.local_model import LOCAL_BASE_URL, LOCAL_MODEL
 from ifsynth.flows.run.config import resolve
 from ifsynth.flows.run.exports import export
 from ifsynth.schemas.config import RunConfig
-from ifsynth.warehouse.export import release_for
+from ifsynth.warehouse.export import release_for, withdraw
 from ifsynth.warehouse.store import Warehouse
 
 # Shorter wording than the recipe's templates, fixed words before the variable ones: on CPU, reading the prompt
@@ -47,9 +47,11 @@ def demo_config(local_model: str | None = None) -> RunConfig:
 
 
 def export_demo(warehouse: Warehouse, run_id: str, out: Path) -> list[Path] | None:
-    """The demo run's release in BEIR files under ``out``; None, writing nothing, when the judges kept no query.
-    A 135M model judges close to chance, so an empty release is one outcome of the demo, not its failure."""
+    """The demo run's release in BEIR files under ``out``; None when it kept no query, with the export of an
+    earlier demo in ``out`` removed, so the folder never holds another run's. A small model's judges are close
+    to chance, so an empty release is one outcome of the demo, not its failure."""
     release = release_for(warehouse, run_id)
     if not warehouse.ordered_queries(release):
+        withdraw(out, release)
         return None
     return export(warehouse, release, "beir", out, overwrite=True).files

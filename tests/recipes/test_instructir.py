@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from ifsynth.flows.cli.demo import export_demo
+from ifsynth.flows.cli import app
 from ifsynth.flows.run.config import resolve
 from ifsynth.flows.run.exports import export
 from ifsynth.flows.run.runner import execute
@@ -18,7 +18,7 @@ from ifsynth.flows.seeds import open_source
 from ifsynth.warehouse import audit
 from ifsynth.warehouse.export import release_for
 from ifsynth.warehouse.store import ReleaseWriter, Warehouse
-from tests.conftest import REPO
+from tests.conftest import REPO, invoke
 from tests.fake_openai import FakeOpenAI
 from tests.helpers import query, sensible
 
@@ -108,22 +108,33 @@ def test_a_strict_group_filter_rejects_small_groups_with_reasons(server: FakeOpe
     assert all(r["judge"] == "rule" and "kept 3 instances; at least 4 needed" in r["reason"] for r in rows)
 
 
-def test_the_demo_exports_a_release_and_says_so_when_the_judges_kept_no_query(
-    server: FakeOpenAI, tmp_path: Path
+def test_the_demo_exports_its_release_or_says_none_was_kept_and_leaves_no_earlier_export(
+    server: FakeOpenAI, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A 135M model judges close to chance, so the demo's judges may keep nothing: the demo then writes no
-    folder and says so, where an export of the empty release would stop it as an error."""
-    kept = run(server, tmp_path / "kept.duckdb", "min_group_size=3")
-    empty = run(server, tmp_path / "empty.duckdb", "min_group_size=4")
+    """A small model's judges may keep nothing: the demo then says so and exits 0 where an export of the empty
+    release would stop it as an error, and removes an earlier demo's export from its folder, which would
+    otherwise pass for this run's. A folder holding files no export wrote is refused and kept."""
+    made = {"kept": run(server, tmp_path / "kept.duckdb", "min_group_size=3")}
+    made["empty"] = run(server, tmp_path / "empty.duckdb", "min_group_size=4")  # a filter that keeps none
+    monkeypatch.setattr(app, "_run_and_report", lambda ctx, *_, **__: made[Path(ctx.obj.path).stem])
+    out = tmp_path / "demo"
+    kept = invoke("--warehouse", str(tmp_path / "kept.duckdb"), "demo", "--out", str(out))
+    assert kept.returncode == 0, kept.stderr
+    assert f"written to {out.resolve()}" in " ".join(kept.stdout.split())
     with Warehouse(tmp_path / "kept.duckdb", read_only=True) as wh:
-        files = export_demo(wh, kept, tmp_path / "kept")
-        queries = len(wh.ordered_queries(release_for(wh, kept)))
-    with Warehouse(tmp_path / "empty.duckdb", read_only=True) as wh:
-        assert export_demo(wh, empty, tmp_path / "empty") is None
-    assert not (tmp_path / "empty").exists()
-    assert files is not None and all(path.is_file() for path in files)
-    written = (tmp_path / "kept" / "queries.jsonl").read_text().splitlines()
-    assert len(written) == queries > 0
+        queries = len(wh.ordered_queries(release_for(wh, made["kept"])))
+    assert len((out / "queries.jsonl").read_text().splitlines()) == queries > 0
+
+    empty = invoke("--warehouse", str(tmp_path / "empty.duckdb"), "demo", "--out", str(out))
+    assert empty.returncode == 0, empty.stderr
+    assert "export: none, as no query was kept" in " ".join(empty.stdout.split())
+    assert not out.exists() and not any(tmp_path.glob(".demo*")), "the earlier demo's export is gone"
+
+    out.mkdir()
+    (out / "notes.txt").write_text("mine")
+    refused = invoke("--warehouse", str(tmp_path / "empty.duckdb"), "demo", "--out", str(out))
+    assert refused.returncode == 1 and "`notes.txt`, which no export wrote" in refused.stderr
+    assert (out / "notes.txt").read_text() == "mine"
 
 
 def test_changing_one_template_resends_only_its_stage(server: FakeOpenAI, tmp_path: Path) -> None:
