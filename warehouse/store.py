@@ -1099,7 +1099,7 @@ class Warehouse:
             "UPDATE items SET status = ? WHERE run_id = ? AND stage = ? AND status = 'ok'", [status, run_id, stage]
         )
 
-    def set_status(self, run_id: str, item_ids: Sequence[str], status: str) -> None:
+    def set_status(self, run_id: str, item_ids: Sequence[str], status: ItemStatus) -> None:
         if not item_ids:
             return
         self.flush()
