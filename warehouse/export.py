@@ -147,14 +147,19 @@ def _unwritable(out: Path, exc: OSError) -> str:
     return f"cannot export into `{out}`: {exc.strerror or exc}; give another --out"
 
 
+def replaceable(out: str | Path, release: str) -> Path:
+    """``out``, if an export with ``overwrite`` may replace it whole: checked before a command's slow work, as
+    the export checks it again."""
+    out = _folder(out, release)
+    _refuse_foreign(out)
+    return out
+
+
 def withdraw(out: str | Path, release: str) -> None:
     """Remove the export in ``out``, as an export with ``overwrite`` would replace it: for a release that has
     nothing to export, so that ``out`` does not go on holding another's. A folder holding anything an export did
     not write is refused, never deleted."""
-    out = _folder(out, release)
-    foreign = _not_exported(out)
-    if foreign:
-        raise WarehouseError(f"`{out}` holds {foreign[0]}, which no export wrote: give another --out")
+    out = replaceable(out, release)
     if out.is_dir():
         shutil.rmtree(out)
     _manifest(out).unlink(missing_ok=True)
@@ -181,12 +186,7 @@ def _staged(out: Path) -> Iterator[Path]:
     beside it, lists them; the folder holds the dataset alone): a folder with anything else in it (a
     warehouse, someone's files) is refused, never deleted. The folder is made with the usual permissions, not
     mkdtemp's owner-only ones."""
-    foreign = _not_exported(out)
-    if foreign:
-        raise WarehouseError(
-            f"`{out}` holds {foreign[0]}{f' and {len(foreign) - 1} more' if len(foreign) > 1 else ''}, which no "
-            "export wrote; --overwrite replaces only an earlier export: give another --out"
-        )
+    _refuse_foreign(out)
     out.parent.mkdir(parents=True, exist_ok=True)
     staging = out.parent / f".{out.name}.{secrets.token_hex(6)}.partial"
     staging.mkdir()
@@ -204,6 +204,15 @@ def _staged(out: Path) -> Iterator[Path]:
     listing = staging.with_name(f"{staging.name}.list")  # written whole, then renamed: never half a manifest
     listing.write_text("".join(f"{path}\n" for path in written), encoding="utf-8")
     listing.replace(_manifest(out))
+
+
+def _refuse_foreign(out: Path) -> None:
+    foreign = _not_exported(out)
+    if foreign:
+        raise WarehouseError(
+            f"`{out}` holds {foreign[0]}{f' and {len(foreign) - 1} more' if len(foreign) > 1 else ''}, which no "
+            "export wrote; --overwrite replaces only an earlier export: give another --out"
+        )
 
 
 def _manifest(out: Path) -> Path:

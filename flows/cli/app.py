@@ -37,7 +37,7 @@ from ifsynth.schemas.errors import (
 from ifsynth.schemas.records import ItemStatus
 from ifsynth.warehouse import audit as audit_queries
 from ifsynth.warehouse import live
-from ifsynth.warehouse.export import GENERIC, release_for
+from ifsynth.warehouse.export import GENERIC, release_for, replaceable
 from ifsynth.warehouse.review import Status as ReviewStatusValue
 from ifsynth.warehouse.store import Warehouse, skip_pandas_probe
 
@@ -419,6 +419,7 @@ def demo(
     from ifsynth.flows.cli.demo import DEMO_SETTINGS, demo_config, export_demo
 
     settings = demo_config(local_model)
+    replaceable(out_dir, "demo")  # before the run, not after it
     out.print(
         f"[bold]ifsynth demo[/bold]: built-in seeds, {settings.model} on the embedded llama.cpp server, "
         "no key, no network"

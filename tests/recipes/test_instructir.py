@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import typer
 
 from ifsynth.flows.cli import app
 from ifsynth.flows.run.config import resolve
@@ -116,7 +117,13 @@ def test_the_demo_exports_its_release_or_says_none_was_kept_and_leaves_no_earlie
     otherwise pass for this run's. A folder holding files no export wrote is refused and kept."""
     made = {"kept": run(server, tmp_path / "kept.duckdb", "min_group_size=3")}
     made["empty"] = run(server, tmp_path / "empty.duckdb", "min_group_size=4")  # a filter that keeps none
-    monkeypatch.setattr(app, "_run_and_report", lambda ctx, *_, **__: made[Path(ctx.obj.path).stem])
+    ran: list[str] = []
+
+    def run_and_report(ctx: typer.Context, *_: object, **__: object) -> str:
+        ran.append(made[Path(ctx.obj.path).stem])
+        return ran[-1]
+
+    monkeypatch.setattr(app, "_run_and_report", run_and_report)
     out = tmp_path / "demo"
     kept = invoke("--warehouse", str(tmp_path / "kept.duckdb"), "demo", "--out", str(out))
     assert kept.returncode == 0, kept.stderr
@@ -132,9 +139,11 @@ def test_the_demo_exports_its_release_or_says_none_was_kept_and_leaves_no_earlie
 
     out.mkdir()
     (out / "notes.txt").write_text("mine")
+    before = len(ran)
     refused = invoke("--warehouse", str(tmp_path / "empty.duckdb"), "demo", "--out", str(out))
     assert refused.returncode == 1 and "`notes.txt`, which no export wrote" in refused.stderr
     assert (out / "notes.txt").read_text() == "mine"
+    assert len(ran) == before, "refused before the run, not after it"
 
 
 def test_changing_one_template_resends_only_its_stage(server: FakeOpenAI, tmp_path: Path) -> None:
