@@ -160,9 +160,15 @@ def withdraw(out: str | Path, release: str) -> None:
     nothing to export, so that ``out`` does not go on holding another's. A folder holding anything an export did
     not write is refused, never deleted."""
     out = replaceable(out, release)
-    if out.is_dir():
-        shutil.rmtree(out)
-    _manifest(out).unlink(missing_ok=True)
+    old = None
+    if out.is_dir() or out.is_symlink():  # moved aside first, as ``_staged`` does: it goes whole or not at all
+        old = out.with_name(f".{out.name}.{secrets.token_hex(6)}.old")
+        out.rename(old)
+    _manifest(out).unlink(missing_ok=True)  # then its list, so no folder made there later passes for the export
+    if old is not None and old.is_symlink():
+        old.unlink()  # the link, never what it points to
+    elif old is not None:
+        shutil.rmtree(old)
 
 
 def _folder(out: str | Path, release: str) -> Path:
@@ -211,7 +217,7 @@ def _refuse_foreign(out: Path) -> None:
     if foreign:
         raise WarehouseError(
             f"`{out}` holds {foreign[0]}{f' and {len(foreign) - 1} more' if len(foreign) > 1 else ''}, which no "
-            "export wrote; --overwrite replaces only an earlier export: give another --out"
+            "export wrote; an export replaces only an earlier export's files: give another --out"
         )
 
 

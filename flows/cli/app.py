@@ -24,6 +24,7 @@ from typing import Annotated, Any, NoReturn, TypeVar, get_args
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Column, Table
 
 from ifsynth.flows.cli.tables import Col, fitted
@@ -435,10 +436,10 @@ def demo(
         small = " (a 135M model judges close to chance)" if local_model is None else ""
         out.print(
             f"export: none, as no query was kept{small}; `ifsynth funnel` shows where the items went, and "
-            f"`ifsynth audit` why each filter removed them; nothing is left in {out_dir.resolve()}"
+            f"`ifsynth audit` why each filter removed them; nothing is left in {escape(str(out_dir.resolve()))}"
         )
         return
-    out.print(f"export: {len(written)} files written to [bold]{out_dir.resolve()}[/bold] (BEIR layout)")
+    out.print(f"export: {len(written)} files written to [bold]{escape(str(out_dir.resolve()))}[/bold] (BEIR layout)")
 
 
 @app.command("recipes")

@@ -12,6 +12,7 @@ import pytest
 
 from ifsynth.flows.run.exports import export, import_release
 from ifsynth.schemas.errors import WarehouseError
+from ifsynth.warehouse.export import withdraw
 from ifsynth.warehouse.store import Warehouse
 from tests.conftest import REPO
 
@@ -57,3 +58,30 @@ def test_an_export_folder_has_the_usual_permissions(warehouse: Warehouse, tmp_pa
     finally:
         os.umask(umask)
     assert stat.S_IMODE((tmp_path / "new" / "out").stat().st_mode) == 0o755
+
+
+def test_withdraw_removes_an_earlier_export_and_its_list_and_nothing_else(warehouse: Warehouse, tmp_path: Path) -> None:
+    """What a release with nothing to export does to its folder: an earlier export goes, with the hidden list of
+    its files; a folder holding a file no export wrote is refused and kept; a linked folder loses the link only."""
+    out = tmp_path / "out"
+    withdraw(out, "demo")  # nothing there: nothing to do
+    export(warehouse, "demo", "beir", out)
+    assert (tmp_path / ".out.ifsynth-export").exists()
+    withdraw(out, "demo")
+    assert not out.exists() and sorted(p.name for p in tmp_path.iterdir()) == ["data"]
+
+    export(warehouse, "demo", "beir", out)
+    (out / "mine.txt").write_text("keep me")
+    with pytest.raises(WarehouseError, match=r"`mine\.txt`, which no export wrote"):
+        withdraw(out, "demo")
+    assert (out / "mine.txt").read_text() == "keep me" and (out / "corpus.jsonl").exists()
+
+    target = tmp_path / "target"
+    export(warehouse, "demo", "beir", target)
+    link = tmp_path / "link"
+    link.symlink_to(target, target_is_directory=True)
+    with pytest.raises(WarehouseError, match="which no export wrote"):  # no export's list names it
+        withdraw(link, "demo")
+    (tmp_path / ".link.ifsynth-export").write_text((tmp_path / ".target.ifsynth-export").read_text())
+    withdraw(link, "demo")
+    assert not link.is_symlink() and (target / "corpus.jsonl").exists(), "the link went, not what it points to"
