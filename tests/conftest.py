@@ -76,8 +76,16 @@ def prefect(offline_env: None) -> Iterator[str]:
         os.environ["PREFECT_API_URL"] = url
         _refresh_prefect_settings()
         yield url
+        _send_prefect_logs()
         os.environ.pop("PREFECT_API_URL")
         _refresh_prefect_settings()
+
+
+def _send_prefect_logs() -> None:
+    """Send the log lines Prefect still holds while its server is up: its log worker sends them as the process
+    exits otherwise, to a server stopped by then, and prints an error for each batch."""
+    if "prefect.logging.handlers" in sys.modules:
+        sys.modules["prefect.logging.handlers"].APILogWorker.drain_all(timeout=30)
 
 
 def _refresh_prefect_settings() -> None:
