@@ -160,15 +160,11 @@ def withdraw(out: str | Path, release: str) -> None:
     nothing to export, so that ``out`` does not go on holding another's. A folder holding anything an export did
     not write is refused, never deleted."""
     out = replaceable(out, release)
-    old = None
+    old = out.with_name(f".{out.name}.{secrets.token_hex(6)}.old")
     if out.is_dir() or out.is_symlink():  # moved aside first, as ``_staged`` does: it goes whole or not at all
-        old = out.with_name(f".{out.name}.{secrets.token_hex(6)}.old")
         out.rename(old)
     _manifest(out).unlink(missing_ok=True)  # then its list, so no folder made there later passes for the export
-    if old is not None and old.is_symlink():
-        old.unlink()  # the link, never what it points to
-    elif old is not None:
-        shutil.rmtree(old)
+    _discard(old)
 
 
 def _folder(out: str | Path, release: str) -> Path:
@@ -206,10 +202,18 @@ def _staged(out: Path) -> Iterator[Path]:
     if out.exists():
         out.rename(old)
     staging.rename(out)
-    shutil.rmtree(old, ignore_errors=True)
+    _discard(old, ignore_errors=True)  # the export is in place: a folder that will not go is left aside, hidden
     listing = staging.with_name(f"{staging.name}.list")  # written whole, then renamed: never half a manifest
     listing.write_text("".join(f"{path}\n" for path in written), encoding="utf-8")
     listing.replace(_manifest(out))
+
+
+def _discard(old: Path, *, ignore_errors: bool = False) -> None:
+    """What was moved aside from an export's place: a link unlinked, never what it points to; a folder deleted."""
+    if old.is_symlink():
+        old.unlink()
+    elif old.exists():
+        shutil.rmtree(old, ignore_errors=ignore_errors)
 
 
 def _refuse_foreign(out: Path) -> None:
