@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import fcntl
+import hashlib
 import http.server
 import os
 import signal
@@ -83,7 +85,18 @@ def prefect_server(wait: bool = True) -> Iterator[dict[str, str]]:
 @contextlib.contextmanager
 def work_pool(root: Path, name: str, workers: int = 2) -> Iterator[list[subprocess.Popen[bytes]]]:
     """A process work pool on the session's Prefect server with ``workers`` workers, one flow run at a time
-    each, polling every second; their logs in ``root``."""
+    each, polling every second; their logs in ``root``. One pool at a time on that server, whichever xdist
+    worker asks: a run on a pool moves the recipe's one deployment there, and a flow run made from it then
+    would go to the pool that moved it last."""
+    server = hashlib.sha256(os.environ["PREFECT_API_URL"].encode()).hexdigest()[:16]
+    with (Path(tempfile.gettempdir()) / f"ifsynth-tests-pool-{server}.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
+        with _work_pool(root, name, workers) as started:
+            yield started
+
+
+@contextlib.contextmanager
+def _work_pool(root: Path, name: str, workers: int) -> Iterator[list[subprocess.Popen[bytes]]]:
     prefect = str(Path(sys.executable).with_name("prefect"))
     made = subprocess.run([prefect, "work-pool", "create", name, "--type", "process"], capture_output=True, text=True)
     assert made.returncode == 0, made.stderr

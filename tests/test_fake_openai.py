@@ -173,7 +173,7 @@ def test_scripted_length_and_invalid_json_damage_the_answer(fake: FakeOpenAI, cl
 
 
 def test_timeout_fault_trips_the_client_timeout_and_does_not_hold_up_shutdown() -> None:
-    with FakeOpenAI(timeout_sleep=60.0, script=["timeout"]) as fake, make_client(fake, timeout=0.3) as client:
+    with FakeOpenAI(timeout_sleep=60.0, script=["timeout"]) as fake, make_client(fake, timeout=2.0) as client:
         with pytest.raises(openai.APITimeoutError):
             ask(client, "slow")
         assert ask(client, "slow").choices[0].finish_reason == "stop"
@@ -244,10 +244,10 @@ def test_latency_is_applied_concurrently() -> None:
             )  # fmt: skip
             return time.monotonic() - started
 
-    with FakeOpenAI(latency=0.2) as fake:
+    with FakeOpenAI(latency=1.0) as fake:  # long enough for all twenty to arrive before one is answered, if slow
         elapsed = asyncio.run(burst(fake))
         peak = fake.stats()["peak_in_flight"]
-    assert elapsed >= 0.2, "the latency was applied"
+    assert elapsed >= 1.0, "the latency was applied"
     assert peak == 20, "all twenty were held at once"
 
 

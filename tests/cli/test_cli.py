@@ -399,9 +399,8 @@ def test_a_stop_signal_interrupts_the_run_and_the_same_command_finishes_it(
             assert time.monotonic() < deadline
             time.sleep(0.05)
         (os.killpg if to_group else os.kill)(child.pid, signum)
-        stopped_at = time.monotonic()
-        _, stderr = child.communicate(timeout=10)
-        assert time.monotonic() - stopped_at < 10 and child.returncode == code
+        _, stderr = child.communicate(timeout=60)  # a bound for a hang, not a timing: a busy machine is slow
+        assert child.returncode == code
         sent = server.stats()["requests"]
         time.sleep(1)
         assert server.stats()["requests"] == sent, "no request after the exit"

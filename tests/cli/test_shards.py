@@ -287,10 +287,12 @@ def test_merge_refuses_shards_of_different_runs(two_shards: dict[str, Any], tmp_
 
 
 def flow_runs(pool: str) -> list[Any]:
+    """The pool's flow runs, chosen by the server: a page of all the session's runs may leave them out."""
     from prefect.client.orchestration import get_client
+    from prefect.client.schemas.filters import WorkPoolFilter, WorkPoolFilterName
 
     with get_client(sync_client=True) as client:
-        return [run for run in client.read_flow_runs() if run.work_pool_name == pool]
+        return client.read_flow_runs(work_pool_filter=WorkPoolFilter(name=WorkPoolFilterName(any_=[pool])))
 
 
 def serving(warehouse: str) -> bool:

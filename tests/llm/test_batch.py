@@ -85,7 +85,7 @@ def test_a_run_stopped_while_waiting_polls_the_same_batch(fake: FakeOpenAI, ware
     fake.configure(mode="responder", responder=lambda body: GOOD)
     fake.batch_polls = 10_000
     with pytest.raises(TimeoutError):
-        answer_in_batch(fake, warehouse_path, 3, timeout=0.3)
+        answer_in_batch(fake, warehouse_path, 3, timeout=3)  # past the upload and the create, however slow
     assert fake.batch_stats["creates"] == 1 and fake.batch_stats["lines"] == 0
     fake.batch_polls = fake.batch_stats["retrieves"] + 2
     replies = answer_in_batch(fake, warehouse_path, 3)

@@ -194,12 +194,13 @@ def test_a_401_to_no_key_says_why_none_was_sent(monkeypatch: pytest.MonkeyPatch,
 def test_the_deadline_runs_from_the_first_attempt_not_from_the_queue(warehouse_path: Path) -> None:
     """Asks queued behind a concurrency of one wait longer than the deadline in all; none is cut for it."""
     with (
-        FakeOpenAI(mode="responder", responder=lambda body: GOOD, latency=0.2) as fake,
+        FakeOpenAI(mode="responder", responder=lambda body: GOOD, latency=0.5) as fake,
         Warehouse(warehouse_path) as warehouse,
     ):
 
         async def go() -> list[Reply]:
-            settings = config(fake, concurrency=1, deadline=0.5, max_attempts=1)
+            # each answer well within the deadline, however slow the machine; the five together, not
+            settings = config(fake, concurrency=1, deadline=1.5, max_attempts=1)
             async with Gateway(settings, warehouse, "run-1") as gateway:
                 return await gateway.ask_many("judge", [ask(f"judge {n}") for n in range(5)])
 

@@ -33,7 +33,7 @@ import sys, time
 from ifsynth.flows.run.local_prefect import local_prefect
 with local_prefect(lambda line: print("note:", line, flush=True)) as url:
     print(url, flush=True)
-    time.sleep(float(sys.argv[1]))
+    time.sleep(float(sys.argv[1])) if sys.argv[1] != "-" else sys.stdin.read()  # "-": until stdin closes
 """
 # The server's entry point, checking its state every argv[1] seconds instead of every CHECK_SECONDS.
 SERVER = """
@@ -64,10 +64,11 @@ def _refresh() -> None:
         sys.modules["prefect.context"].refresh_global_settings_context()
 
 
-def lease(seconds: float, **env: str) -> subprocess.Popen[str]:
+def lease(seconds: float | None, **env: str) -> subprocess.Popen[str]:
+    """A command holding the local server for ``seconds``, or (None) until its stdin is closed."""
     return subprocess.Popen(
-        [sys.executable, "-c", LEASE, str(seconds)],
-        cwd=REPO, env={**os.environ, **env}, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        [sys.executable, "-c", LEASE, "-" if seconds is None else str(seconds)], cwd=REPO, env={**os.environ, **env},
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
 
 
@@ -99,7 +100,7 @@ def test_commands_at_once_start_one_server_and_later_ones_reuse_it(home: Path) -
 
 
 def test_the_server_stays_while_a_command_holds_it_and_retires_when_idle(home: Path) -> None:
-    holder = lease(6, IFSYNTH_PREFECT_IDLE="1")
+    holder = lease(None, IFSYNTH_PREFECT_IDLE="1")
     deadline = time.monotonic() + 180
     while local_prefect.running(home / "ifsynth-server") is None:
         assert holder.poll() is None and time.monotonic() < deadline
@@ -107,7 +108,8 @@ def test_the_server_stays_while_a_command_holds_it_and_retires_when_idle(home: P
     (pid,) = servers(home)
     time.sleep(3)  # longer than its idle time, but the command still holds it
     assert local_prefect.running(home / "ifsynth-server") is not None
-    assert holder.wait(timeout=60) == 0
+    holder.communicate(timeout=60)  # closes its stdin: the command ends and lets the server go
+    assert holder.returncode == 0
     deadline = time.monotonic() + 30
     while Path(f"/proc/{pid}").exists() and time.monotonic() < deadline:
         time.sleep(0.2)
