@@ -387,12 +387,12 @@ def test_a_stop_signal_interrupts_the_run_and_the_same_command_finishes_it(
     warehouse = tmp_path / "w.duckdb"
     env = {k: v for k, v in os.environ.items() if k != "PREFECT_API_URL"}  # on the local server
     server.reset()
-    server.configure(latency=0.3)
+    child = subprocess.Popen(
+        [sys.executable, "-m", "ifsynth.flows.cli", *run_args(server, warehouse)],
+        cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, start_new_session=True,
+    )  # fmt: skip
     try:
-        child = subprocess.Popen(
-            [sys.executable, "-m", "ifsynth.flows.cli", *run_args(server, warehouse)],
-            cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, start_new_session=True,
-        )  # fmt: skip
+        server.configure(latency=0.3)  # before its first request: the child takes seconds to start
         deadline = time.monotonic() + 120
         while server.stats()["requests"] < 20:
             assert child.poll() is None, child.stderr.read() if child.stderr else ""
@@ -406,6 +406,9 @@ def test_a_stop_signal_interrupts_the_run_and_the_same_command_finishes_it(
         assert server.stats()["requests"] == sent, "no request after the exit"
     finally:
         server.configure(latency=0.01)
+        if child.poll() is None:  # a run that did not stop outlives no failed test
+            os.killpg(child.pid, signal.SIGKILL)
+            child.wait()
     lines = stderr.strip().splitlines()
     assert lines[0].endswith("checking inputs")
     assert lines[-1] == "interrupted; run the same command again to continue from where it stopped"

@@ -101,14 +101,16 @@ def test_commands_at_once_start_one_server_and_later_ones_reuse_it(home: Path) -
 
 def test_the_server_stays_while_a_command_holds_it_and_retires_when_idle(home: Path) -> None:
     holder = lease(None, IFSYNTH_PREFECT_IDLE="1")
-    deadline = time.monotonic() + 180
-    while local_prefect.running(home / "ifsynth-server") is None:
-        assert holder.poll() is None and time.monotonic() < deadline
-        time.sleep(0.2)
-    (pid,) = servers(home)
-    time.sleep(3)  # longer than its idle time, but the command still holds it
-    assert local_prefect.running(home / "ifsynth-server") is not None
-    holder.communicate(timeout=60)  # closes its stdin: the command ends and lets the server go
+    try:
+        deadline = time.monotonic() + 180
+        while local_prefect.running(home / "ifsynth-server") is None:
+            assert holder.poll() is None and time.monotonic() < deadline
+            time.sleep(0.2)
+        (pid,) = servers(home)
+        time.sleep(3)  # longer than its idle time, but the command still holds it
+        assert local_prefect.running(home / "ifsynth-server") is not None
+    finally:
+        holder.communicate(timeout=60)  # closes its stdin: the command ends and lets the server go
     assert holder.returncode == 0
     deadline = time.monotonic() + 30
     while Path(f"/proc/{pid}").exists() and time.monotonic() < deadline:
