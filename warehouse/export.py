@@ -191,17 +191,21 @@ def _staged(out: Path) -> Iterator[Path]:
     _refuse_foreign(out)
     out.parent.mkdir(parents=True, exist_ok=True)
     staging = out.parent / f".{out.name}.{secrets.token_hex(6)}.partial"
+    old = out.with_name(f"{staging.name[: -len('.partial')]}.old")
     staging.mkdir()
+    moved = False
     try:
         yield staging
         written = sorted(p.relative_to(staging).as_posix() for p in staging.rglob("*") if not p.is_dir())
+        if out.exists():
+            out.rename(old)
+            moved = True
+        staging.rename(out)  # fails where ``out`` is a link to nowhere, say: nothing is left behind then
     except BaseException:
+        if moved:
+            old.rename(out)
         shutil.rmtree(staging, ignore_errors=True)
         raise
-    old = out.with_name(f"{staging.name[: -len('.partial')]}.old")
-    if out.exists():
-        out.rename(old)
-    staging.rename(out)
     _discard(old, ignore_errors=True)  # the export is in place: a folder that will not go is left aside, hidden
     listing = staging.with_name(f"{staging.name}.list")  # written whole, then renamed: never half a manifest
     listing.write_text("".join(f"{path}\n" for path in written), encoding="utf-8")

@@ -85,3 +85,31 @@ def test_withdraw_removes_an_earlier_export_and_its_list_and_nothing_else(wareho
     (tmp_path / ".link.ifsynth-export").write_text((tmp_path / ".target.ifsynth-export").read_text())
     withdraw(link, "demo")
     assert not link.is_symlink() and (target / "corpus.jsonl").exists(), "the link went, not what it points to"
+
+
+def test_an_export_that_cannot_take_its_place_leaves_nothing_beside_it(
+    warehouse: Warehouse, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``--out`` a link to nowhere: the written export cannot be moved there; one line, and no hidden copy of it
+    is left beside the link. An earlier export moved aside for a new one that then cannot take its place is put
+    back."""
+    (tmp_path / "out").symlink_to(tmp_path / "nowhere", target_is_directory=True)
+    with pytest.raises(WarehouseError, match=r"cannot export into .*: Not a directory; give another --out"):
+        export(warehouse, "demo", "beir", tmp_path / "out")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["data", "out"]
+
+    earlier = tmp_path / "earlier"
+    export(warehouse, "demo", "beir", earlier)
+    files = sorted(p.name for p in earlier.iterdir())
+    rename = Path.rename
+
+    def refuse_staged(self: Path, target: Path) -> Path:
+        if self.name.endswith(".partial"):
+            raise OSError(28, "No space left on device")
+        return rename(self, target)
+
+    monkeypatch.setattr(Path, "rename", refuse_staged)
+    with pytest.raises(WarehouseError, match="no space left to export into"):
+        export(warehouse, "demo", "beir", earlier, overwrite=True)
+    assert sorted(p.name for p in earlier.iterdir()) == files
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".earlier.ifsynth-export", "data", "earlier", "out"]
